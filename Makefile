@@ -1,0 +1,38 @@
+# Tidemark: the two commands are `make run` and `make test`; everything else supports them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup kafka kafka-stop lint test run clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==26.3
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+kafka: setup
+	$(PY) -m streams.devbroker start
+
+kafka-stop: setup
+	$(PY) -m streams.devbroker stop
+
+lint: setup
+	$(VENV)/bin/ruff check streams tests bench
+	$(VENV)/bin/ruff format --check streams tests bench
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m streams.devbroker fetch
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+run: setup
+	$(PY) -m streams.demo
+
+clean:
+	-$(PY) -m streams.devbroker stop 2>/dev/null
+	rm -rf $(VENV) .kafka .data .run .mypy_cache .ruff_cache .pytest_cache .hypothesis test-output *.egg-info
