@@ -1,0 +1,1 @@
+"""The only place that imports confluent-kafka: settings, admin and client factories."""

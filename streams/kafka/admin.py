@@ -1,0 +1,89 @@
+"""Cluster checks and topic creation through confluent-kafka's AdminClient."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from streams.errors import BrokerUnavailable
+from streams.kafka.settings import KafkaSettings
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication: int = 1
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+def admin_client(settings: KafkaSettings) -> AdminClient:
+    return AdminClient(settings.librdkafka())
+
+
+def wait_ready(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
+    """Block until a metadata request answers; return the broker count.
+
+    Raises BrokerUnavailable naming the address once `timeout_s` has passed, so that no caller
+    hangs on a cluster that is not there.
+    """
+    # librdkafka would print every refused connection while we wait; we report once instead.
+    client = AdminClient(settings.librdkafka(log_level=0))
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BrokerUnavailable(
+                f"no Kafka broker answered at {settings.bootstrap_servers} within {timeout_s:g} s"
+                + (f" (last error: {last})" if last else "")
+            )
+        try:
+            metadata = client.list_topics(timeout=min(remaining, 2.0))
+            if metadata.brokers:
+                return len(metadata.brokers)
+        except KafkaException as exc:
+            last = exc
+        time.sleep(0.1)
+
+
+def create_topics(
+    settings: KafkaSettings, specs: Iterable[TopicSpec], timeout_s: float = 30.0
+) -> list[str]:
+    """Create the topics that are missing; return the names created. Existing ones are kept."""
+    client = admin_client(settings)
+    new = [
+        NewTopic(
+            s.name,
+            num_partitions=s.partitions,
+            replication_factor=s.replication,
+            config=dict(s.config),
+        )
+        for s in specs
+    ]
+    if not new:
+        return []
+    created: list[str] = []
+    for name, future in client.create_topics(new, request_timeout=timeout_s).items():
+        try:
+            future.result(timeout=timeout_s)
+            created.append(name)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise BrokerUnavailable(f"could not create topic {name}: {exc}") from exc
+    return created
+
+
+def partition_counts(settings: KafkaSettings, names: Iterable[str]) -> dict[str, int]:
+    """Partition count per existing topic among `names` (missing topics are left out)."""
+    metadata = admin_client(settings).list_topics(timeout=10)
+    return {
+        n: len(metadata.topics[n].partitions)
+        for n in names
+        if n in metadata.topics and metadata.topics[n].error is None
+    }

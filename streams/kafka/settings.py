@@ -1,0 +1,45 @@
+"""Kafka connection settings: one validated, frozen object that renders each client's config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+# librdkafka security settings passed through from the environment, e.g.
+# KAFKA_SECURITY_PROTOCOL=SASL_SSL, KAFKA_SASL_MECHANISM=PLAIN, KAFKA_SASL_USERNAME=...
+_SECURITY_ENV = {
+    "KAFKA_SECURITY_PROTOCOL": "security.protocol",
+    "KAFKA_SASL_MECHANISM": "sasl.mechanism",
+    "KAFKA_SASL_USERNAME": "sasl.username",
+    "KAFKA_SASL_PASSWORD": "sasl.password",
+    "KAFKA_SSL_CA_LOCATION": "ssl.ca.location",
+    "KAFKA_SSL_CERTIFICATE_LOCATION": "ssl.certificate.location",
+    "KAFKA_SSL_KEY_LOCATION": "ssl.key.location",
+    "KAFKA_SSL_KEY_PASSWORD": "ssl.key.password",
+}
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """Where the cluster is and how to authenticate; secrets are kept out of repr()."""
+
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP
+    security: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> KafkaSettings:
+        env = os.environ if environ is None else environ
+        security = {key: env[name] for name, key in _SECURITY_ENV.items() if env.get(name)}
+        return cls(env.get("KAFKA_BOOTSTRAP_SERVERS") or DEFAULT_BOOTSTRAP, security)
+
+    def librdkafka(self, **extra: Any) -> dict[str, Any]:
+        """The confluent-kafka (librdkafka) configuration dictionary."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security, **extra}
+
+    def producer(self, **extra: Any) -> dict[str, Any]:
+        """Producer config whose keys land where aiokafka, Faust and Java clients put them."""
+        return self.librdkafka(partitioner="murmur2_random", **extra)

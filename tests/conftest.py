@@ -1,0 +1,65 @@
+"""Session-wide fixtures: a real Kafka cluster, unique names per test, and leak checks."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.settings import KafkaSettings
+from tests.support.broker import kafka_cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with kafka_cluster(tmp_path_factory.mktemp("kafka")) as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture
+def kafka(kafka_bootstrap: str) -> KafkaSettings:
+    return KafkaSettings(kafka_bootstrap)
+
+
+@pytest.fixture
+def unique() -> str:
+    """A fresh suffix for topic names and group ids, so tests never see each other's data."""
+    return uuid.uuid4().hex[:10]
+
+
+def _child_pids() -> set[int]:
+    me = os.getpid()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers() -> Iterator[None]:
+    """A test that leaves threads or child processes behind fails."""
+    threads = set(threading.enumerate())
+    children = _child_pids()
+    yield
+    deadline = time.monotonic() + 5
+    while True:
+        extra_threads = [t for t in threading.enumerate() if t not in threads and t.is_alive()]
+        extra_children = _child_pids() - children
+        if not (extra_threads or extra_children) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not extra_threads, f"threads left behind: {extra_threads}"
+    assert not extra_children, f"child processes left behind: {sorted(extra_children)}"
