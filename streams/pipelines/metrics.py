@@ -1,0 +1,347 @@
+"""The reference pipeline: Prometheus ``query_range`` per metric, then one OTLP/HTTP JSON export.
+
+This is the seed's receiver → processor → exporter. For each configured metric it asks a
+Prometheus-compatible API (Prometheus, Thanos Query) for the window, turns every sample into
+an OTLP gauge data point, sends all of them as one request, and acks with the time of the
+last data point found. A failing *core* metric nacks at once; a failing *soft* one is
+logged, counted and left out.
+
+Window semantics: a window covers ``start_ms < t <= end_ms``. Prometheus evaluates a range
+query at ``start, start + step, …, <= end`` (both ends inclusive), so the query asks for
+``[start_ms, end_ms]`` and the point at ``t == start_ms`` is dropped: it belongs to the
+previous window, which already reported it as its ``end_ms``. This keeps the evaluation
+grid anchored at the window start (so consecutive windows tile it without overlap) and,
+unlike querying from ``start_ms + step_ms``, never produces an invalid range when a window
+is shorter than a step. Note that Prometheus fills each evaluation step from the most recent
+raw sample within its lookback delta (5 minutes by default), so a series whose samples
+stopped shortly before ``end_ms`` still yields points up to ``end_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import requests
+
+# protobuf ships no type hints (and types-protobuf is not a project dependency).
+from google.protobuf import json_format  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from prometheus_client import Counter
+
+import streams
+from streams.errors import InvalidInput
+from streams.worker.api import BAD_PARAMS, CORE_METRIC, EXPORT, NO_DATA, Ack, Nack, Outcome, Task
+
+log = logging.getLogger(__name__)
+
+SOFT_METRIC_ERRORS: Final = Counter(
+    "tidemark_worker_soft_metric_errors_total",
+    "Soft metric queries that failed; their windows went on without them.",
+    ["metric"],
+)
+
+STREAM_ID_ATTRIBUTE: Final = "tidemark.stream_id"
+_PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SNIPPET_CHARS: Final = 300
+
+
+class _Failed(Exception):
+    """A query or export attempt failed; the message says how. Never leaves this module."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric to fetch: its OTLP name, its PromQL (placeholders filled), core or soft."""
+
+    name: str
+    query: str
+    core: bool
+
+
+@dataclass(frozen=True)
+class MetricsParams:
+    """The task params this pipeline reads, validated."""
+
+    source_url: str
+    export_url: str
+    metrics: tuple[MetricSpec, ...]
+    labels: Mapping[str, str]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> MetricsParams:
+        """Validate ``params``; raises ``InvalidInput`` naming the first bad field."""
+        raw_metrics = params.get("metrics")
+        if not isinstance(raw_metrics, list) or not raw_metrics:
+            raise InvalidInput("params.metrics", "must be a non-empty list")
+        metrics = tuple(_metric_spec(i, raw, params) for i, raw in enumerate(raw_metrics))
+        names = [m.name for m in metrics]
+        if len(set(names)) != len(names):
+            raise InvalidInput("params.metrics", "metric names must be unique")
+        labels = params.get("labels", {})
+        if not isinstance(labels, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            raise InvalidInput("params.labels", "must be an object of strings")
+        return cls(
+            source_url=_http_url(params, "source_url"),
+            export_url=_http_url(params, "export_url"),
+            metrics=metrics,
+            labels=dict(labels),
+        )
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series of a query result: its labels and its ``(t_ms, value)`` points in the window."""
+
+    labels: Mapping[str, str]
+    points: tuple[tuple[int, float], ...]
+
+
+class MetricsPipeline:
+    """The ``metrics`` handler. One instance serves every task; safe to call from threads.
+
+    All HTTP goes through one pooled ``requests.Session`` (its urllib3 pool is thread-safe;
+    the session holds no per-request state here). Every call has a connect and a read
+    timeout; the read timeout bounds each wait for bytes, not the whole response.
+    """
+
+    def __init__(
+        self,
+        *,
+        connect_timeout_ms: int = 3_000,
+        read_timeout_ms: int = 10_000,
+        pool_size: int = 16,
+    ) -> None:
+        for name, value in (
+            ("connect_timeout_ms", connect_timeout_ms),
+            ("read_timeout_ms", read_timeout_ms),
+            ("pool_size", pool_size),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise InvalidInput(f"options.{name}", "must be a positive integer")
+        self._timeout_s = (connect_timeout_ms / 1000, read_timeout_ms / 1000)
+        self._session = requests.Session()
+        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=pool_size)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
+
+    def __call__(self, task: Task) -> Outcome:
+        try:
+            params = MetricsParams.from_params(task.params)
+        except InvalidInput as exc:
+            return Nack(BAD_PARAMS, str(exc))
+
+        results: list[tuple[MetricSpec, list[Series]]] = []
+        soft_failures: list[str] = []
+        # Core metrics first, so that a failing one nacks before any time goes to soft ones.
+        for spec in sorted(params.metrics, key=lambda m: not m.core):
+            try:
+                results.append((spec, self._query_range(params.source_url, spec.query, task)))
+            except _Failed as exc:
+                if spec.core:
+                    return Nack(CORE_METRIC, f"metric {spec.name!r}: {exc}")
+                SOFT_METRIC_ERRORS.labels(metric=spec.name).inc()
+                log.warning("task %s: soft metric %r failed: %s", task.task_id, spec.name, exc)
+                soft_failures.append(spec.name)
+
+        last_ms = max(
+            (t for _, series in results for s in series for t, _ in s.points), default=None
+        )
+        if last_ms is None:
+            failed = f" (soft metrics failed: {', '.join(soft_failures)})" if soft_failures else ""
+            return Nack(NO_DATA, f"no data point in ({task.start_ms}, {task.end_ms}]{failed}")
+
+        body = encode_otlp_json(task.stream_id, params.labels, results)
+        try:
+            self._export(params.export_url, body)
+        except _Failed as exc:
+            return Nack(EXPORT, str(exc))
+        return Ack(last_ms)
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self._session.close()
+
+    def _query_range(self, source_url: str, query: str, task: Task) -> list[Series]:
+        url = source_url.rstrip("/") + "/api/v1/query_range"
+        form = {
+            "query": query,
+            "start": _seconds(task.start_ms),
+            "end": _seconds(task.end_ms),
+            "step": _seconds(task.step_ms),
+        }
+        try:
+            response = self._session.get(url, params=form, timeout=self._timeout_s)
+        except requests.Timeout as exc:
+            raise _Failed(f"query timed out ({self._timeout_text()}): {exc}") from exc
+        except requests.RequestException as exc:
+            raise _Failed(f"query failed: {exc}") from exc
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise _Failed(
+                f"HTTP {response.status_code}, not JSON: {_snippet(response.text)}"
+            ) from exc
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error") if isinstance(body, dict) else None
+            kind = body.get("errorType") if isinstance(body, dict) else None
+            detail = error or _snippet(response.text)
+            raise _Failed(f"HTTP {response.status_code}, {kind or 'error'}: {detail}")
+        if response.status_code != 200:
+            raise _Failed(f"HTTP {response.status_code}: {_snippet(response.text)}")
+        return _parse_matrix(body.get("data"), task.start_ms, task.end_ms)
+
+    def _export(self, export_url: str, body: str) -> None:
+        try:
+            response = self._session.post(
+                export_url,
+                data=body.encode("utf-8"),
+                headers={"Content-Type": "application/json"},
+                timeout=self._timeout_s,
+            )
+        except requests.Timeout as exc:
+            raise _Failed(f"export timed out ({self._timeout_text()}): {exc}") from exc
+        except requests.RequestException as exc:
+            raise _Failed(f"export failed: {exc}") from exc
+        if not 200 <= response.status_code < 300:
+            raise _Failed(f"export answered HTTP {response.status_code}: {_snippet(response.text)}")
+        _log_partial_success(response)
+
+    def _timeout_text(self) -> str:
+        connect_s, read_s = self._timeout_s
+        return f"connect {connect_s:g} s, read {read_s:g} s"
+
+
+def encode_otlp_json(
+    stream_id: str,
+    labels: Mapping[str, str],
+    results: Iterable[tuple[MetricSpec, Sequence[Series]]],
+) -> str:
+    """One ``ExportMetricsServiceRequest`` in the OTLP/JSON encoding, with one gauge per metric.
+
+    Resource attributes are ``labels`` plus ``tidemark.stream_id`` (which wins over a label
+    of that name). Each sample becomes a data point whose attributes are its Prometheus
+    labels, less ``__name__``: in OTLP the metric's name says that. Field names are
+    lowerCamelCase and 64-bit integers strings, as the OTLP/JSON rules require.
+    """
+    request = ExportMetricsServiceRequest()
+    resource_metrics = request.resource_metrics.add()
+    _set_attributes(
+        resource_metrics.resource.attributes, {**labels, STREAM_ID_ATTRIBUTE: stream_id}
+    )
+    scope_metrics = resource_metrics.scope_metrics.add()
+    scope_metrics.scope.name = "tidemark"
+    scope_metrics.scope.version = streams.__version__
+    for spec, series_list in results:
+        if not any(s.points for s in series_list):
+            continue
+        metric = scope_metrics.metrics.add()
+        metric.name = spec.name
+        for series in series_list:
+            attributes = {k: v for k, v in series.labels.items() if k != "__name__"}
+            for t_ms, value in series.points:
+                point = metric.gauge.data_points.add()
+                point.time_unix_nano = t_ms * 1_000_000
+                point.as_double = value
+                _set_attributes(point.attributes, attributes)
+    return str(json_format.MessageToJson(request, indent=None, use_integers_for_enums=True))
+
+
+def fill_placeholders(query: str, params: Mapping[str, Any], field: str) -> str:
+    """Replace each ``{name}`` in ``query`` by ``params[name]``.
+
+    Only a bare identifier in braces is a placeholder, so PromQL matchers such as
+    ``{job="api"}`` are left alone. Values are inserted as text, unescaped.
+    """
+
+    def value_of(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in params:
+            raise InvalidInput(field, f"placeholder {{{name}}} has no value in params")
+        value = params[name]
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise InvalidInput(f"params.{name}", "a placeholder value must be a string or number")
+        return str(value)
+
+    return _PLACEHOLDER.sub(value_of, query)
+
+
+def _metric_spec(index: int, raw: Any, params: Mapping[str, Any]) -> MetricSpec:
+    where = f"params.metrics[{index}]"
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(where, "must be an object")
+    name, query, core = raw.get("name"), raw.get("query"), raw.get("core", False)
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{where}.name", "must be a non-empty string")
+    if not isinstance(query, str) or not query:
+        raise InvalidInput(f"{where}.query", "must be a non-empty string")
+    if not isinstance(core, bool):
+        raise InvalidInput(f"{where}.core", "must be a boolean")
+    return MetricSpec(name, fill_placeholders(query, params, f"{where}.query"), core)
+
+
+def _http_url(params: Mapping[str, Any], name: str) -> str:
+    value = params.get(name)
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise InvalidInput(f"params.{name}", "must be an http:// or https:// URL")
+    return value
+
+
+def _parse_matrix(data: Any, start_ms: int, end_ms: int) -> list[Series]:
+    """The series of a ``matrix`` result, keeping only points with ``start_ms < t <= end_ms``."""
+    if not isinstance(data, dict) or data.get("resultType") != "matrix":
+        raise _Failed("malformed response: expected data.resultType 'matrix'")
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise _Failed("malformed response: data.result is not a list")
+    series_list = []
+    for raw in result:
+        try:
+            labels = {str(k): str(v) for k, v in raw["metric"].items()}
+            # Timestamps are float seconds with at most millisecond precision.
+            points = tuple(
+                (t_ms, float(value))
+                for t_s, value in raw.get("values", [])
+                if start_ms < (t_ms := round(float(t_s) * 1000)) <= end_ms
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _Failed(f"malformed series in response: {exc!r}") from exc
+        if points:
+            series_list.append(Series(labels, points))
+    return series_list
+
+
+def _set_attributes(target: Any, attributes: Mapping[str, str]) -> None:
+    for key in sorted(attributes):
+        target.append(KeyValue(key=key, value=AnyValue(string_value=attributes[key])))
+
+
+def _log_partial_success(response: requests.Response) -> None:
+    """OTLP lets a 2xx carry rejected points; retrying would not help, so log and go on."""
+    try:
+        partial = response.json().get("partialSuccess", {})
+    except (ValueError, AttributeError):
+        return
+    if isinstance(partial, dict) and partial.get("rejectedDataPoints"):
+        log.warning(
+            "export accepted only part of the points: %s rejected (%s)",
+            partial.get("rejectedDataPoints"),
+            partial.get("errorMessage", ""),
+        )
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:.3f}"
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "…"
