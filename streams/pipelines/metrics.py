@@ -181,9 +181,11 @@ class MetricsPipeline:
         try:
             response = self._session.get(url, params=form, timeout=self._timeout_s)
         except requests.Timeout as exc:
-            raise _Failed(f"query timed out ({self._timeout_text()}): {exc}") from exc
+            raise _Failed(
+                f"query timed out ({self._timeout_text()}): {_snippet(str(exc))}"
+            ) from exc
         except requests.RequestException as exc:
-            raise _Failed(f"query failed: {exc}") from exc
+            raise _Failed(f"query failed: {_snippet(str(exc))}") from exc
         try:
             body = response.json()
         except ValueError as exc:
@@ -193,7 +195,7 @@ class MetricsPipeline:
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else None
             kind = body.get("errorType") if isinstance(body, dict) else None
-            detail = error or _snippet(response.text)
+            detail = _snippet(str(error)) if error else _snippet(response.text)
             raise _Failed(f"HTTP {response.status_code}, {kind or 'error'}: {detail}")
         if response.status_code != 200:
             raise _Failed(f"HTTP {response.status_code}: {_snippet(response.text)}")
@@ -208,9 +210,11 @@ class MetricsPipeline:
                 timeout=self._timeout_s,
             )
         except requests.Timeout as exc:
-            raise _Failed(f"export timed out ({self._timeout_text()}): {exc}") from exc
+            raise _Failed(
+                f"export timed out ({self._timeout_text()}): {_snippet(str(exc))}"
+            ) from exc
         except requests.RequestException as exc:
-            raise _Failed(f"export failed: {exc}") from exc
+            raise _Failed(f"export failed: {_snippet(str(exc))}") from exc
         if not 200 <= response.status_code < 300:
             raise _Failed(f"export answered HTTP {response.status_code}: {_snippet(response.text)}")
         _log_partial_success(response)
