@@ -1,0 +1,65 @@
+"""The pure window lifecycle core: no Kafka, Faust or RocksDB; time is an argument.
+
+See `streams.core.lifecycle` for the rules. Everything the coordinator needs is exported here.
+"""
+
+from streams.core.codec import state_from_dict, state_to_dict
+from streams.core.config import StreamConfig, config_from_dict, config_to_dict
+from streams.core.lifecycle import (
+    advance,
+    apply_control,
+    apply_result,
+    create_state,
+    flush,
+    next_due_ms,
+)
+from streams.core.model import (
+    BypassRecord,
+    Commit,
+    CommittedWindow,
+    Control,
+    Decision,
+    Delete,
+    ErrorInfo,
+    Pause,
+    Result,
+    Resume,
+    StreamState,
+    Task,
+    Upsert,
+    Window,
+)
+from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy, retry_delay_ms
+
+__all__ = [
+    "BypassRecord",
+    "Commit",
+    "CommittedWindow",
+    "Control",
+    "Decision",
+    "Delete",
+    "ErrorInfo",
+    "Exponential",
+    "Fixed",
+    "Immediate",
+    "Pause",
+    "Result",
+    "Resume",
+    "RetryPolicy",
+    "StreamConfig",
+    "StreamState",
+    "Task",
+    "Upsert",
+    "Window",
+    "advance",
+    "apply_control",
+    "apply_result",
+    "config_from_dict",
+    "config_to_dict",
+    "create_state",
+    "flush",
+    "next_due_ms",
+    "retry_delay_ms",
+    "state_from_dict",
+    "state_to_dict",
+]

@@ -1,0 +1,134 @@
+"""A stream's state as a compact, JSON-compatible dict (schema "v": 1), and back.
+
+Committed windows are `[start_ms, end_ms, reason, attempts]`, errors `[kind, message]`; window
+fields that hold their default (0, None, False, empty) are left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, overload
+
+from streams.core._checks import check_int, check_str
+from streams.core.config import config_from_dict, config_to_dict
+from streams.core.model import CommittedWindow, ErrorInfo, StreamState, Window
+from streams.errors import InvalidInput
+
+SCHEMA_VERSION = 1
+
+
+def state_to_dict(state: StreamState) -> dict[str, Any]:
+    """Encode `state`; `state_from_dict` inverts it exactly."""
+    return {
+        "v": SCHEMA_VERSION,
+        "config": config_to_dict(state.config),
+        "downstream_ms": state.downstream_ms,
+        "announced_ms": state.announced_ms,
+        "frontier_ms": state.frontier_ms,
+        "paused": state.paused,
+        "windows": [_window_to_dict(window) for window in state.windows],
+        "unannounced": [_committed_to_list(done) for done in state.unannounced],
+    }
+
+
+def state_from_dict(d: Any) -> StreamState:
+    """Decode a dict made by `state_to_dict`; a malformed one raises InvalidInput."""
+    if not isinstance(d, dict):
+        raise InvalidInput("state", f"must be an object, got {type(d).__name__}")
+    if d.get("v") != SCHEMA_VERSION:
+        raise InvalidInput("v", f"unsupported state schema version {d.get('v')!r}")
+    try:
+        paused = d["paused"]
+        if type(paused) is not bool:
+            raise InvalidInput("paused", "must be a boolean")
+        return StreamState(
+            config=config_from_dict(d["config"]),
+            downstream_ms=check_int("downstream_ms", d["downstream_ms"]),
+            announced_ms=check_int("announced_ms", d["announced_ms"]),
+            frontier_ms=check_int("frontier_ms", d["frontier_ms"]),
+            paused=paused,
+            windows=[_window_from_dict(w) for w in d["windows"]],
+            unannounced=[_committed_from_list("unannounced", c) for c in d["unannounced"]],
+        )
+    except KeyError as exc:
+        raise InvalidInput(str(exc.args[0]), "is required") from exc
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InvalidInput("state", f"malformed: {exc}") from exc
+
+
+def _window_to_dict(window: Window) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "start_ms": window.start_ms,
+        "end_ms": window.end_ms,
+        "due_ms": window.due_ms,
+    }
+    if window.attempt:
+        d["attempt"] = window.attempt
+    if window.in_flight:
+        d["in_flight"] = True
+    if window.dispatched_ms is not None:
+        d["dispatched_ms"] = window.dispatched_ms
+    if window.deadline_ms is not None:
+        d["deadline_ms"] = window.deadline_ms
+    if window.first_failed_ms is not None:
+        d["first_failed_ms"] = window.first_failed_ms
+    if window.retried_count:
+        d["retried_count"] = window.retried_count
+    if window.last_error is not None:
+        d["last_error"] = [window.last_error.kind, window.last_error.message]
+    if window.finished:
+        d["finished"] = True
+    if window.closed:
+        d["closed"] = [_committed_to_list(done) for done in window.closed]
+    return d
+
+
+def _window_from_dict(d: dict[str, Any]) -> Window:
+    get = d.get
+    error = get("last_error")
+    if error is not None:
+        kind, message = error
+        error = ErrorInfo(
+            check_str("windows.last_error", kind), check_str("windows.last_error", message)
+        )
+    closed = get("closed")
+    return Window(
+        start_ms=check_int("windows.start_ms", d["start_ms"]),
+        end_ms=check_int("windows.end_ms", d["end_ms"]),
+        due_ms=check_int("windows.due_ms", d["due_ms"]),
+        attempt=_int_or(get("attempt"), 0, "windows.attempt"),
+        in_flight=get("in_flight") is True,
+        dispatched_ms=_int_or(get("dispatched_ms"), None, "windows.dispatched_ms"),
+        deadline_ms=_int_or(get("deadline_ms"), None, "windows.deadline_ms"),
+        first_failed_ms=_int_or(get("first_failed_ms"), None, "windows.first_failed_ms"),
+        retried_count=_int_or(get("retried_count"), 0, "windows.retried_count"),
+        last_error=error,
+        finished=get("finished") is True,
+        closed=[]
+        if closed is None
+        else [_committed_from_list("windows.closed", c) for c in closed],
+    )
+
+
+@overload
+def _int_or(value: Any, default: int, field: str) -> int: ...
+@overload
+def _int_or(value: Any, default: None, field: str) -> int | None: ...
+def _int_or(value: Any, default: int | None, field: str) -> int | None:
+    if value is None:
+        return default
+    if type(value) is not int:
+        raise InvalidInput(field, f"must be an integer, got {type(value).__name__}")
+    return value
+
+
+def _committed_to_list(done: CommittedWindow) -> list[Any]:
+    return [done.start_ms, done.end_ms, done.reason, done.attempts]
+
+
+def _committed_from_list(field: str, item: list[Any]) -> CommittedWindow:
+    start_ms, end_ms, reason, attempts = item
+    if reason != "ack" and reason != "bypass":
+        raise InvalidInput(field, f"unknown reason {reason!r}")
+    return CommittedWindow(
+        check_int(field, start_ms), check_int(field, end_ms), reason, check_int(field, attempts)
+    )

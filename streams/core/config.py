@@ -1,0 +1,166 @@
+"""A stream's configuration: one validated, frozen object, and its JSON wire dict.
+
+Every rule of issue 3, rule 10, is checked in `StreamConfig.__post_init__`, so that no invalid
+config can exist; a broken field raises `InvalidInput(field, reason)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from streams.core._checks import check_int, check_str
+from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy
+from streams.errors import InvalidInput
+
+MAX_STREAM_ID_CHARS = 200
+DEFAULT_RETRY = Fixed(60_000)
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    """How one stream cuts its timeline into windows and retries them (see the issue's table).
+
+    `params` is stored as a read-only copy; `non_retryable` may be given as any collection of str.
+    """
+
+    stream_id: str
+    start_ms: int
+    window_ms: int = 60_000
+    step_ms: int = 15_000
+    delay_ms: int = 0
+    task_timeout_ms: int = 60_000
+    bypass_after_ms: int = 300_000
+    retry: RetryPolicy = DEFAULT_RETRY
+    max_attempts: int | None = None
+    non_retryable: frozenset[str] = frozenset()
+    max_in_flight: int = 1
+    params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)
+
+    def __post_init__(self) -> None:
+        stream_id = check_str("stream_id", self.stream_id)
+        if not stream_id:
+            raise InvalidInput("stream_id", "must not be empty")
+        if len(stream_id) > MAX_STREAM_ID_CHARS:
+            raise InvalidInput("stream_id", f"must be at most {MAX_STREAM_ID_CHARS} characters")
+        check_int("start_ms", self.start_ms, 0)
+        step_ms = check_int("step_ms", self.step_ms, 1)
+        window_ms = check_int("window_ms", self.window_ms, 1)
+        if window_ms % step_ms:
+            raise InvalidInput("window_ms", f"must be a multiple of step_ms ({step_ms})")
+        check_int("delay_ms", self.delay_ms, 0)
+        check_int("task_timeout_ms", self.task_timeout_ms, 1)
+        check_int("bypass_after_ms", self.bypass_after_ms, 1)
+        if not isinstance(self.retry, Immediate | Fixed | Exponential):
+            raise InvalidInput("retry", "must be Immediate, Fixed or Exponential")
+        if self.max_attempts is not None:
+            check_int("max_attempts", self.max_attempts, 1)
+        check_int("max_in_flight", self.max_in_flight, 1)
+        object.__setattr__(self, "non_retryable", _kinds(self.non_retryable))
+        object.__setattr__(self, "params", _params(self.params))
+
+
+def _kinds(value: Any) -> frozenset[str]:
+    if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__iter__"):
+        raise InvalidInput("non_retryable", "must be a collection of error kinds")
+    kinds = frozenset(value)
+    for kind in kinds:
+        check_str("non_retryable", kind)
+    return kinds
+
+
+def _params(value: Any) -> Mapping[str, Any]:
+    if type(value) is MappingProxyType:
+        return value  # already a read-only copy (the default, or another config's)
+    if not isinstance(value, Mapping):
+        raise InvalidInput("params", f"must be an object, got {type(value).__name__}")
+    for key in value:
+        check_str("params", key)
+    return MappingProxyType(dict(value))
+
+
+_PLAIN_FIELDS = (
+    "stream_id",
+    "start_ms",
+    "window_ms",
+    "step_ms",
+    "delay_ms",
+    "task_timeout_ms",
+    "bypass_after_ms",
+    "max_attempts",
+    "max_in_flight",
+)
+
+
+def config_from_dict(d: Mapping[str, Any]) -> StreamConfig:
+    """Build a config from its wire dict; absent fields take defaults, unknown keys are ignored."""
+    if not isinstance(d, Mapping):
+        raise InvalidInput("config", f"must be an object, got {type(d).__name__}")
+    for required in ("stream_id", "start_ms"):
+        if required not in d:
+            raise InvalidInput(required, "is required")
+    kwargs: dict[str, Any] = {name: d[name] for name in _PLAIN_FIELDS if name in d}
+    if "retry" in d:
+        kwargs["retry"] = retry_from_dict(d["retry"])
+    if "non_retryable" in d:
+        kinds = d["non_retryable"]
+        if not isinstance(kinds, list | tuple | set | frozenset):
+            raise InvalidInput("non_retryable", "must be a list of error kinds")
+        kwargs["non_retryable"] = kinds
+    if "params" in d:
+        kwargs["params"] = d["params"]
+    return StreamConfig(**kwargs)
+
+
+def config_to_dict(config: StreamConfig) -> dict[str, Any]:
+    """The JSON-compatible wire dict of `config`; `config_from_dict` inverts it."""
+    return {
+        "stream_id": config.stream_id,
+        "start_ms": config.start_ms,
+        "window_ms": config.window_ms,
+        "step_ms": config.step_ms,
+        "delay_ms": config.delay_ms,
+        "task_timeout_ms": config.task_timeout_ms,
+        "bypass_after_ms": config.bypass_after_ms,
+        "retry": retry_to_dict(config.retry),
+        "max_attempts": config.max_attempts,
+        "non_retryable": sorted(config.non_retryable),
+        "max_in_flight": config.max_in_flight,
+        "params": dict(config.params),
+    }
+
+
+def retry_from_dict(d: Any) -> RetryPolicy:
+    """Build a retry policy from `{"strategy": ..., ...}`; fields are named `retry.<field>`."""
+    if not isinstance(d, Mapping):
+        raise InvalidInput("retry", f"must be an object, got {type(d).__name__}")
+    strategy = d.get("strategy")
+    if strategy == "immediate":
+        return Immediate()
+    if strategy == "fixed":
+        return Fixed(**_pick(d, ("interval_ms",)))
+    if strategy == "exponential":
+        return Exponential(**_pick(d, ("initial_ms", "multiplier", "max_ms", "jitter")))
+    raise InvalidInput("retry.strategy", "must be one of immediate, fixed, exponential")
+
+
+def _pick(d: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: d[name] for name in names if name in d}
+
+
+def retry_to_dict(policy: RetryPolicy) -> dict[str, Any]:
+    """The wire dict of a retry policy."""
+    if isinstance(policy, Immediate):
+        return {"strategy": "immediate"}
+    if isinstance(policy, Fixed):
+        return {"strategy": "fixed", "interval_ms": policy.interval_ms}
+    return {
+        "strategy": "exponential",
+        "initial_ms": policy.initial_ms,
+        "multiplier": policy.multiplier,
+        "max_ms": policy.max_ms,
+        "jitter": policy.jitter,
+    }

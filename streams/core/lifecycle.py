@@ -1,0 +1,341 @@
+"""The window lifecycle: every rule that moves a stream lives in this module.
+
+| input                   | rule                                                                  |
+|-------------------------|-----------------------------------------------------------------------|
+| generation              | windows (frontier, frontier + window_ms], at most max_in_flight       |
+| dispatch                | when not paused and now >= due_ms (end_ms + delay_ms, or retry time)  |
+| ack (any dispatched     | (start, ack_ms] is finished; a partial ack of the last window moves   |
+|   attempt)              | the frontier to ack_ms, of an earlier one leaves (ack_ms, end] to do  |
+| nack / deadline passed  | a failure: bypass if non-retryable, max_attempts failed or            |
+|   (current attempt)     | now - first_failed_ms >= bypass_after_ms; else retry after the policy |
+| bypass                  | closes at trunc(end_ms) for the last window (the frontier restarts    |
+|                         | there), else at end_ms; emits a BypassRecord                          |
+| heartbeat (current)     | deadline_ms = now + task_timeout_ms                                   |
+| nack/heartbeat, earlier | ignored "stale"                                                       |
+| result, finished window | ignored "duplicate" (its start is at or before a finished point)      |
+| anything else           | rejected with a reason; unknown stream, never dispatched, bad fields  |
+| finished prefix         | downstream_ms moves over it; its windows go to `unannounced`, purged  |
+| flush                   | one Commit for all unannounced windows; announced_ms = downstream_ms  |
+
+Time is an argument (`now_ms`). Every function updates the state it is given IN PLACE and returns
+it in the Decision: a caller that needs the old state must keep a copy (`state_to_dict`). A rejected
+or ignored input leaves the state exactly as it was (every check runs before any mutation), and
+every accepted input ends by dispatching whatever is due at `now_ms`.
+"""
+
+from __future__ import annotations
+
+from streams.core.config import StreamConfig
+from streams.core.model import (
+    BypassRecord,
+    Commit,
+    CommittedWindow,
+    Control,
+    Decision,
+    Delete,
+    ErrorInfo,
+    Pause,
+    Result,
+    Resume,
+    StreamState,
+    Task,
+    Upsert,
+    Window,
+)
+from streams.core.retry import retry_delay_ms
+
+UNKNOWN_STREAM = "unknown stream"
+NEVER_DISPATCHED = "window was never dispatched"
+_NACK_WITHOUT_ERROR = ErrorInfo("unknown", "nack without an error")
+
+
+def create_state(config: StreamConfig, now_ms: int) -> Decision:
+    """Create a stream at `now_ms`: the same as `apply_control(None, Upsert(config), now_ms)`."""
+    return apply_control(None, Upsert(config), now_ms)
+
+
+def apply_control(state: StreamState | None, control: Control, now_ms: int) -> Decision:
+    """Apply an Upsert, Pause, Resume or Delete.
+
+    An Upsert of an existing stream replaces its config; `config.start_ms` is then ignored, because
+    progress never moves (neither backwards nor forwards) on a config change. The new config applies
+    to windows generated afterwards: windows never dispatched are dropped and regenerated, while
+    dispatched ones keep their bounds. The paused flag is kept.
+    """
+    if type(now_ms) is not int:
+        return Decision(state, rejected="now_ms must be an integer")
+    if isinstance(control, Upsert):
+        config = control.config
+        if not isinstance(config, StreamConfig):
+            return Decision(state, rejected="config must be a StreamConfig")
+        if state is None:
+            origin = config.start_ms - config.start_ms % config.step_ms
+            state = StreamState(config, origin, origin, origin)
+        elif config.stream_id != state.config.stream_id:
+            return Decision(state, rejected="stream_id does not match the stream")
+        else:
+            state.config = config
+            _drop_undispatched_tail(state)
+        return _decide(state, now_ms)
+    if not isinstance(control, Pause | Resume | Delete):
+        return Decision(state, rejected="unknown control")
+    if state is None:
+        return Decision(None, rejected=UNKNOWN_STREAM)
+    if control.stream_id != state.config.stream_id:
+        return Decision(state, rejected="stream_id does not match the stream")
+    if isinstance(control, Delete):
+        return Decision(None)
+    state.paused = isinstance(control, Pause)
+    return _decide(state, now_ms)
+
+
+def apply_result(state: StreamState | None, result: Result, now_ms: int) -> Decision:
+    """Apply a worker's ack, nack or heartbeat (see the rule table above)."""
+    if state is None:
+        return Decision(None, rejected=UNKNOWN_STREAM)
+    problem = _result_problem(result, now_ms)
+    if problem is not None:
+        return Decision(state, rejected=problem)
+    if result.stream_id != state.config.stream_id:
+        return Decision(state, rejected="stream_id does not match the stream")
+    start_ms = result.start_ms
+    if start_ms < state.downstream_ms:
+        return Decision(state, ignored="duplicate")
+    windows = state.windows
+    index = -1
+    for i, candidate in enumerate(windows):
+        for done in candidate.closed:
+            if done.start_ms <= start_ms < done.end_ms:
+                return Decision(state, ignored="duplicate")
+        if candidate.start_ms == start_ms and not candidate.finished:
+            index = i
+            break
+    if index < 0:
+        return Decision(state, rejected=NEVER_DISPATCHED)
+    window = windows[index]
+    if window.end_ms != result.end_ms:
+        return Decision(state, rejected=NEVER_DISPATCHED)
+    if result.attempt > window.attempt:
+        return Decision(state, rejected=f"attempt {result.attempt} was never dispatched")
+    outcome = result.outcome
+    if outcome == "ack":
+        assert result.ack_ms is not None  # checked by _result_problem
+        _ack(state, window, index, result.ack_ms)
+        return _decide(state, now_ms)
+    if result.attempt < window.attempt or not window.in_flight:
+        return Decision(state, ignored="stale")
+    if outcome == "heartbeat":
+        window.deadline_ms = now_ms + state.config.task_timeout_ms
+        return _decide(state, now_ms)
+    bypass = _fail(state, window, index, result.error or _NACK_WITHOUT_ERROR, now_ms)
+    if bypass is None:
+        return _decide(state, now_ms, requeues=1)
+    return _decide(state, now_ms, bypasses=(bypass,))
+
+
+def advance(state: StreamState | None, now_ms: int) -> Decision:
+    """The time-driven step: fail every attempt whose deadline passed, then dispatch what is due."""
+    if state is None:
+        return Decision(None, rejected=UNKNOWN_STREAM)
+    if type(now_ms) is not int:
+        return Decision(state, rejected="now_ms must be an integer")
+    timeouts = requeues = 0
+    bypasses: list[BypassRecord] = []
+    for index, window in enumerate(state.windows):
+        deadline_ms = window.deadline_ms
+        if window.in_flight and deadline_ms is not None and deadline_ms <= now_ms:
+            timeouts += 1
+            error = ErrorInfo("timeout", f"no result by deadline_ms {deadline_ms}")
+            bypass = _fail(state, window, index, error, now_ms)
+            if bypass is None:
+                requeues += 1
+            else:
+                bypasses.append(bypass)
+    return _decide(state, now_ms, tuple(bypasses), timeouts, requeues)
+
+
+def next_due_ms(state: StreamState) -> int | None:
+    """The earliest `now_ms` at which `advance` would change something, or None if never."""
+    earliest: int | None = None
+    paused = state.paused
+    for window in state.windows:
+        if window.in_flight:
+            at = window.deadline_ms
+        elif window.finished or paused:
+            continue
+        else:
+            at = window.due_ms
+        if at is not None and (earliest is None or at < earliest):
+            earliest = at
+    return earliest
+
+
+def flush(state: StreamState, now_ms: int) -> tuple[StreamState, Commit | None]:
+    """Announce every unannounced committed window in one Commit (None if there is none)."""
+    if not state.unannounced:
+        return state, None
+    commit = Commit(
+        stream_id=state.config.stream_id,
+        downstream_ms=state.downstream_ms,
+        previous_ms=state.announced_ms,
+        committed_ms=now_ms,
+        windows=tuple(state.unannounced),
+    )
+    state.announced_ms = state.downstream_ms
+    state.unannounced = []
+    return state, commit
+
+
+def _result_problem(result: Result, now_ms: int) -> str | None:
+    """Why `result` cannot be applied on its own terms, or None."""
+    if not isinstance(result, Result):
+        return "not a Result"
+    if type(now_ms) is not int:
+        return "now_ms must be an integer"
+    start_ms, end_ms = result.start_ms, result.end_ms
+    if type(start_ms) is not int or type(end_ms) is not int or type(result.attempt) is not int:
+        return "start_ms, end_ms and attempt must be integers"
+    if start_ms >= end_ms:
+        return "start_ms must be before end_ms"
+    if result.attempt < 1:
+        return "attempt must be >= 1"
+    outcome = result.outcome
+    if outcome == "ack":
+        ack_ms = result.ack_ms
+        if type(ack_ms) is not int or not start_ms < ack_ms <= end_ms:
+            return f"ack_ms {ack_ms!r} must satisfy start_ms < ack_ms <= end_ms"
+    elif outcome != "nack" and outcome != "heartbeat":
+        return f"unknown outcome {outcome!r}"
+    if result.error is not None and not isinstance(result.error, ErrorInfo):
+        return "error must be an ErrorInfo"
+    return None
+
+
+def _ack(state: StreamState, window: Window, index: int, ack_ms: int) -> None:
+    """Finish (start, ack_ms]; what remains of a partially acked window stays to do."""
+    window.closed.append(CommittedWindow(window.start_ms, ack_ms, "ack", window.attempt))
+    is_last = index == len(state.windows) - 1
+    if ack_ms == window.end_ms or is_last:
+        window.finished = True
+        window.in_flight = False
+        window.deadline_ms = None
+        if is_last:  # a partial ack leaves (ack_ms, end_ms] to the next generated window
+            state.frontier_ms = ack_ms
+        return
+    # A later window already starts at end_ms: the remainder is a fresh window, due at once.
+    window.start_ms = ack_ms
+    window.due_ms = window.end_ms + state.config.delay_ms
+    window.attempt = window.retried_count = 0
+    window.in_flight = False
+    window.dispatched_ms = window.deadline_ms = window.first_failed_ms = None
+    window.last_error = None
+
+
+def _fail(
+    state: StreamState, window: Window, index: int, error: ErrorInfo, now_ms: int
+) -> BypassRecord | None:
+    """Record a failed attempt; bypass the window if the rule allows, else schedule a retry."""
+    config = state.config
+    window.in_flight = False
+    window.deadline_ms = None
+    window.retried_count += 1
+    window.last_error = error
+    first_failed_ms = window.first_failed_ms
+    if first_failed_ms is None:
+        first_failed_ms = window.first_failed_ms = now_ms
+    max_attempts = config.max_attempts
+    if (
+        error.kind in config.non_retryable
+        or (max_attempts is not None and window.retried_count >= max_attempts)
+        or now_ms - first_failed_ms >= config.bypass_after_ms
+    ):
+        return _bypass(state, window, index, first_failed_ms, now_ms)
+    delay_ms = retry_delay_ms(config.retry, config.stream_id, window.start_ms, window.retried_count)
+    window.due_ms = max(window.end_ms + config.delay_ms, now_ms + delay_ms)
+    return None
+
+
+def _bypass(
+    state: StreamState, window: Window, index: int, first_failed_ms: int, now_ms: int
+) -> BypassRecord:
+    """Give the window up. The last window closes at its end truncated to step_ms."""
+    end_ms = window.end_ms
+    if index == len(state.windows) - 1:
+        truncated_ms = end_ms - end_ms % state.config.step_ms
+        if truncated_ms > window.start_ms:
+            end_ms = truncated_ms
+        state.frontier_ms = end_ms
+    window.finished = True
+    window.closed.append(CommittedWindow(window.start_ms, end_ms, "bypass", window.attempt))
+    return BypassRecord(
+        stream_id=state.config.stream_id,
+        start_ms=window.start_ms,
+        end_ms=end_ms,
+        attempts=window.retried_count,
+        first_failed_ms=first_failed_ms,
+        bypassed_ms=now_ms,
+        last_error=window.last_error,
+    )
+
+
+def _drop_undispatched_tail(state: StreamState) -> None:
+    """Forget trailing windows never dispatched, so that they are regenerated under a new config."""
+    windows = state.windows
+    while windows:
+        last = windows[-1]
+        if last.attempt or last.finished or last.closed:
+            return
+        windows.pop()
+        state.frontier_ms = last.start_ms
+
+
+def _decide(
+    state: StreamState,
+    now_ms: int,
+    bypasses: tuple[BypassRecord, ...] = (),
+    timeouts: int = 0,
+    requeues: int = 0,
+) -> Decision:
+    """Settle the finished prefix, generate windows up to the limit and dispatch what is due."""
+    config = state.config
+    windows = state.windows
+    while windows:
+        head = windows[0]
+        if head.closed:
+            state.unannounced.extend(head.closed)
+            state.downstream_ms = head.closed[-1].end_ms
+            head.closed = []
+        if not head.finished:
+            break
+        del windows[0]
+    while len(windows) < config.max_in_flight:
+        start_ms = state.frontier_ms
+        end_ms = start_ms + config.window_ms
+        windows.append(Window(start_ms, end_ms, end_ms + config.delay_ms))
+        state.frontier_ms = end_ms
+    if state.paused:
+        return Decision(state, (), bypasses, None, None, timeouts, requeues)
+    tasks: list[Task] = []
+    for window in windows:
+        if window.due_ms <= now_ms and not window.in_flight and not window.finished:
+            attempt = window.attempt = window.attempt + 1
+            deadline_ms = now_ms + config.task_timeout_ms
+            window.in_flight = True
+            window.dispatched_ms = now_ms
+            window.deadline_ms = deadline_ms
+            start_ms = window.start_ms
+            task_id = f"{config.stream_id}/{start_ms}/{attempt}"
+            tasks.append(
+                Task(
+                    task_id,
+                    config.stream_id,
+                    start_ms,
+                    window.end_ms,
+                    config.step_ms,
+                    attempt,
+                    now_ms,
+                    deadline_ms,
+                    config.params,
+                )
+            )
+    return Decision(state, tuple(tasks), bypasses, None, None, timeouts, requeues)

@@ -1,0 +1,235 @@
+"""The data of the window lifecycle: a stream's state, its inputs and its outputs.
+
+A `StreamState` and its `Window`s are mutable: the lifecycle functions update them in place, for
+speed. Everything that crosses the boundary (results, controls, tasks, commits, bypass records and
+decisions) is frozen. Wire dicts (`to_wire`) are JSON-compatible and use the issue's field names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from streams.core.config import StreamConfig
+
+Outcome: TypeAlias = Literal["ack", "nack", "heartbeat"]
+CloseReason: TypeAlias = Literal["ack", "bypass"]
+Ignored: TypeAlias = Literal["stale", "duplicate"]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """Why an attempt failed: a machine-readable `kind` ("no_data", "timeout", ...) and text."""
+
+    kind: str
+    message: str
+
+    def to_wire(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A worker's report on one attempt of the window (start_ms, end_ms].
+
+    `ack_ms` is required for an ack; `error` describes a nack (a nack without one counts as kind
+    "unknown").
+    """
+
+    stream_id: str
+    start_ms: int
+    end_ms: int
+    attempt: int
+    outcome: Outcome
+    ack_ms: int | None = None
+    error: ErrorInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedWindow:
+    """An interval (start_ms, end_ms] closed by one ack or one bypass, after `attempts` tries."""
+
+    start_ms: int
+    end_ms: int
+    reason: CloseReason
+    attempts: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "reason": self.reason,
+            "attempts": self.attempts,
+        }
+
+
+@dataclass(slots=True)
+class Window:
+    """One outstanding window (start_ms, end_ms] of a stream, with its attempt and retry state.
+
+    `attempt` is the last dispatched attempt (0 if never); `in_flight` says that attempt awaits its
+    result, until `deadline_ms`. A waiting window is dispatched once `now_ms >= due_ms`.
+    `closed` holds intervals of this window that are finished but not yet passed by
+    `downstream_ms`: the prefix before `start_ms` left by partial acks, and, once `finished`, the
+    window's own closing interval.
+    """
+
+    start_ms: int
+    end_ms: int
+    due_ms: int
+    attempt: int = 0
+    in_flight: bool = False
+    dispatched_ms: int | None = None
+    deadline_ms: int | None = None
+    first_failed_ms: int | None = None
+    retried_count: int = 0
+    last_error: ErrorInfo | None = None
+    finished: bool = False
+    closed: list[CommittedWindow] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class StreamState:
+    """Everything the core knows about one stream; small and bounded (see `state_to_dict`).
+
+    `downstream_ms`: every point at or before it is delivered or bypassed; it never decreases.
+    `announced_ms`: the `downstream_ms` of the last flushed Commit; `unannounced` holds the
+    committed windows in (announced_ms, downstream_ms], in order.
+    `frontier_ms`: where the next generated window starts.
+    `windows`: the outstanding windows in order, at most `config.max_in_flight` of them.
+    """
+
+    config: StreamConfig
+    downstream_ms: int
+    announced_ms: int
+    frontier_ms: int
+    paused: bool = False
+    windows: list[Window] = field(default_factory=list)
+    unannounced: list[CommittedWindow] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One dispatch of a window to the workers; `task_id` is "{stream_id}/{start_ms}/{attempt}"."""
+
+    task_id: str
+    stream_id: str
+    start_ms: int
+    end_ms: int
+    step_ms: int
+    attempt: int
+    dispatched_ms: int
+    deadline_ms: int
+    params: Mapping[str, Any]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "stream_id": self.stream_id,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "step_ms": self.step_ms,
+            "attempt": self.attempt,
+            "dispatched_ms": self.dispatched_ms,
+            "deadline_ms": self.deadline_ms,
+            "params": dict(self.params),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """An announcement that `downstream_ms` moved from `previous_ms`, covering `windows` exactly."""
+
+    stream_id: str
+    downstream_ms: int
+    previous_ms: int
+    committed_ms: int
+    windows: tuple[CommittedWindow, ...]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "stream_id": self.stream_id,
+            "downstream_ms": self.downstream_ms,
+            "previous_ms": self.previous_ms,
+            "committed_ms": self.committed_ms,
+            "windows": [window.to_wire() for window in self.windows],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BypassRecord:
+    """A window given up after `attempts` failures, kept so that it can be replayed later."""
+
+    stream_id: str
+    start_ms: int
+    end_ms: int
+    attempts: int
+    first_failed_ms: int
+    bypassed_ms: int
+    last_error: ErrorInfo | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.stream_id}/{self.start_ms}"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "stream_id": self.stream_id,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "attempts": self.attempts,
+            "first_failed_ms": self.first_failed_ms,
+            "bypassed_ms": self.bypassed_ms,
+            "last_error": None if self.last_error is None else self.last_error.to_wire(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Upsert:
+    """Create a stream, or replace its config (see `apply_control`)."""
+
+    config: StreamConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Stop dispatching; results and deadlines are still processed."""
+
+    stream_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Undo a Pause."""
+
+    stream_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Forget the stream; later results for it are rejected."""
+
+    stream_id: str
+
+
+Control: TypeAlias = Upsert | Pause | Resume | Delete
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one input did to a stream.
+
+    `state` is the stream's state after the input (the same object that was passed in, updated in
+    place) or None when the stream is absent or deleted. When `rejected` (a reason) or `ignored`
+    ("stale" or "duplicate") is set, nothing changed and nothing was dispatched. `timeouts` counts
+    deadlines that passed in this decision, `requeues` failures that were scheduled for a retry.
+    """
+
+    state: StreamState | None
+    tasks: tuple[Task, ...] = ()
+    bypasses: tuple[BypassRecord, ...] = ()
+    rejected: str | None = None
+    ignored: Ignored | None = None
+    timeouts: int = 0
+    requeues: int = 0

@@ -1,0 +1,83 @@
+"""Retry policies and the delay before a failed window's next attempt.
+
+The delay is a pure function of the policy, the window and the attempt. Jitter comes from a hash
+of `stream_id/start_ms/attempt`, never from a global random source, so that a replayed input
+decides the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from streams.core._checks import check_float, check_int
+from streams.errors import InvalidInput
+
+
+@dataclass(frozen=True, slots=True)
+class Immediate:
+    """Retry at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """Retry `interval_ms` after each failure."""
+
+    interval_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        check_int("retry.interval_ms", self.interval_ms, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Exponential:
+    """Retry after min(max_ms, initial_ms * multiplier ** (n - 1)) for the n-th failure.
+
+    With `jitter` j, the delay d is drawn from [d * (1 - j), d], deterministically.
+    """
+
+    initial_ms: int = 1_000
+    multiplier: float = 2.0
+    max_ms: int = 300_000
+    jitter: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_int("retry.initial_ms", self.initial_ms, 1)
+        check_int("retry.max_ms", self.max_ms, 1)
+        if self.max_ms < self.initial_ms:
+            raise InvalidInput("retry.max_ms", f"must be >= initial_ms ({self.initial_ms})")
+        # Normalise ints to floats so that equal policies compare and serialise equal.
+        multiplier = check_float("retry.multiplier", self.multiplier, 1.0)
+        object.__setattr__(self, "multiplier", multiplier)
+        object.__setattr__(self, "jitter", check_float("retry.jitter", self.jitter, 0.0, 1.0))
+
+
+RetryPolicy: TypeAlias = Immediate | Fixed | Exponential
+
+_UNIT = float(1 << 64)
+
+
+def jitter_fraction(stream_id: str, start_ms: int, attempt: int) -> float:
+    """A deterministic uniform number in [0, 1) for one attempt of one window."""
+    key = f"{stream_id}/{start_ms}/{attempt}".encode()
+    digest = hashlib.blake2b(key, digest_size=8).digest()
+    return int.from_bytes(digest, "big") / _UNIT
+
+
+def retry_delay_ms(policy: RetryPolicy, stream_id: str, start_ms: int, attempt: int) -> int:
+    """How long after the failure of `attempt` (1, 2, ...) the window is dispatched again."""
+    if isinstance(policy, Fixed):
+        return policy.interval_ms
+    if isinstance(policy, Immediate):
+        return 0
+    exponent = max(attempt - 1, 0)
+    try:
+        grown = policy.initial_ms * policy.multiplier**exponent
+    except OverflowError:
+        grown = float(policy.max_ms)
+    delay = policy.max_ms if grown >= policy.max_ms else int(grown)
+    if policy.jitter > 0.0:
+        # delay - floor(delay * j * u) lies in [delay * (1 - j), delay] because u < 1.
+        delay -= int(delay * policy.jitter * jitter_fraction(stream_id, start_ms, attempt))
+    return delay

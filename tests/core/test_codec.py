@@ -1,0 +1,96 @@
+import json
+from typing import Any
+
+import pytest
+
+from streams.core import (
+    Exponential,
+    Pause,
+    StreamState,
+    advance,
+    apply_control,
+    apply_result,
+    state_from_dict,
+    state_to_dict,
+)
+from streams.errors import InvalidInput
+
+from .helpers import ack, at, nack, only, started
+
+
+def _busy_state() -> StreamState:
+    """A stream with every kind of window: finished, remainder, retrying, in flight, fresh."""
+    retry = Exponential(initial_ms=1_000, multiplier=1.5, max_ms=9_000, jitter=0.5)
+    state, (first, second, third, fourth) = started(
+        at(10, 5), max_in_flight=4, retry=retry, params={"q": "up"}, non_retryable={"auth"}
+    )
+    apply_result(state, ack(second, at(10, 1, 30)), at(10, 5))  # remainder + closed prefix
+    apply_result(state, ack(third), at(10, 5))  # finished, waiting for the prefix
+    apply_result(state, nack(fourth), at(10, 5))  # waiting for a retry
+    only(advance(state, at(10, 6)))
+    apply_result(state, nack(first, "core_metric"), at(10, 6))
+    apply_control(state, Pause("cluster-a"), at(10, 6))
+    return state
+
+
+def test_a_busy_state_round_trips_through_json() -> None:
+    state = _busy_state()
+    assert any(w.closed for w in state.windows) and any(w.finished for w in state.windows)
+    assert any(w.last_error for w in state.windows) and state.paused
+    encoded = json.dumps(state_to_dict(state))
+    assert state_from_dict(json.loads(encoded)) == state
+    assert json.loads(encoded)["v"] == 1
+
+
+def test_unannounced_windows_round_trip() -> None:
+    state, (task,) = started(at(10, 5))
+    apply_result(state, ack(task), at(10, 5))
+    assert state.unannounced
+    assert state_from_dict(json.loads(json.dumps(state_to_dict(state)))) == state
+
+
+def test_the_encoding_is_compact() -> None:
+    state, _ = started(at(10, 0))
+    window = state_to_dict(state)["windows"][0]
+    assert window == {"start_ms": at(10, 0), "end_ms": at(10, 1), "due_ms": at(10, 1)}
+
+
+def _broken(change: dict[str, Any]) -> dict[str, Any]:
+    state, _ = started(at(10, 1))
+    encoded = state_to_dict(state)
+    encoded.update(change)
+    return encoded
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"v": 2}, "v"),
+        ({"v": None}, "v"),
+        ({"downstream_ms": "0"}, "downstream_ms"),
+        ({"paused": 0}, "paused"),
+        ({"config": {"stream_id": "s"}}, "start_ms"),
+        ({"windows": [{"start_ms": 1, "end_ms": 2}]}, "due_ms"),
+        (
+            {"windows": [{"start_ms": 1, "end_ms": 2, "due_ms": 2, "attempt": "1"}]},
+            "windows.attempt",
+        ),
+        ({"windows": 7}, "state"),
+        ({"unannounced": [[1, 2, "maybe", 1]]}, "unannounced"),
+        ({"unannounced": [[1, 2]]}, "state"),
+    ],
+)
+def test_a_malformed_state_raises_invalid_input(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        state_from_dict(_broken(change))
+    assert caught.value.field == field
+
+
+def test_a_missing_key_is_named() -> None:
+    encoded = _broken({})
+    del encoded["frontier_ms"]
+    with pytest.raises(InvalidInput) as caught:
+        state_from_dict(encoded)
+    assert caught.value.field == "frontier_ms"
+    with pytest.raises(InvalidInput):
+        state_from_dict([1, 2])

@@ -1,0 +1,49 @@
+import json
+
+from streams.core import BypassRecord, Commit, CommittedWindow, ErrorInfo, Task
+
+from .helpers import at, started
+
+
+def test_task_wire_has_exactly_the_issue_fields() -> None:
+    _, (task,) = started(at(10, 1), params={"query": "up", "labels": {"env": "prod"}})
+    wire = task.to_wire()
+    assert wire == {
+        "task_id": f"cluster-a/{at(10, 0)}/1",
+        "stream_id": "cluster-a",
+        "start_ms": at(10, 0),
+        "end_ms": at(10, 1),
+        "step_ms": 15_000,
+        "attempt": 1,
+        "dispatched_ms": at(10, 1),
+        "deadline_ms": at(10, 2),
+        "params": {"query": "up", "labels": {"env": "prod"}},
+    }
+    assert json.loads(json.dumps(wire)) == wire
+    assert isinstance(task, Task)
+
+
+def test_commit_wire_lists_its_windows() -> None:
+    commit = Commit("s", 300, 100, 999, (CommittedWindow(100, 200, "ack", 1),))
+    assert commit.to_wire() == {
+        "stream_id": "s",
+        "downstream_ms": 300,
+        "previous_ms": 100,
+        "committed_ms": 999,
+        "windows": [{"start_ms": 100, "end_ms": 200, "reason": "ack", "attempts": 1}],
+    }
+
+
+def test_bypass_record_wire_and_key() -> None:
+    record = BypassRecord("s", 100, 200, 3, 150, 450, ErrorInfo("no_data", "empty"))
+    assert record.key == "s/100"
+    assert record.to_wire() == {
+        "stream_id": "s",
+        "start_ms": 100,
+        "end_ms": 200,
+        "attempts": 3,
+        "first_failed_ms": 150,
+        "bypassed_ms": 450,
+        "last_error": {"kind": "no_data", "message": "empty"},
+    }
+    assert BypassRecord("s", 100, 200, 1, 150, 150, None).to_wire()["last_error"] is None
