@@ -1,0 +1,208 @@
+"""The Faust app: a RocksDB table of stream records, one agent, and a ticking timer.
+
+The only module that imports Faust. It feeds every event of `control`, `results` and `ticks`
+to the Processor in the event's own context, so that table writes land in the event's
+partition (which is the stream's partition, checked by the Processor).
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from streams.coordinator.processor import Processor
+from streams.coordinator.settings import CoordinatorSettings
+from streams.kafka.admin import create_topics, partition_counts, wait_ready
+
+log = logging.getLogger("streams.coordinator")
+
+# faust and aiokafka build DEBUG records per message even when the level is higher; about a
+# tenth of the CPU went there in a profile (../shared/guide/faust-notes.md).
+_NOISY = ("aiokafka", "aiokafka.producer", "aiokafka.consumer", "faust.topics", "faust.transport")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _credentials(settings: CoordinatorSettings) -> Any:
+    sec = settings.kafka.security
+    protocol = sec.get("security.protocol", "PLAINTEXT").upper()
+    context = None
+    if protocol.endswith("SSL"):
+        context = ssl.create_default_context(cafile=sec.get("ssl.ca.location"))
+        if sec.get("ssl.certificate.location"):
+            context.load_cert_chain(
+                sec["ssl.certificate.location"],
+                sec.get("ssl.key.location"),
+                sec.get("ssl.key.password"),
+            )
+    if protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=sec.get("sasl.username"),
+            password=sec.get("sasl.password"),
+            mechanism=sec.get("sasl.mechanism", "PLAIN"),
+            ssl_context=context,
+        )
+    return faust.SSLCredentials(context) if context else None
+
+
+class TableStore:
+    """The Processor's StateStore over a Faust table of raw bytes."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+
+    def get(self, stream_id: str) -> bytes | None:
+        value: bytes | None = self._table.get(stream_id.encode())
+        return value
+
+    def set(self, stream_id: str, value: bytes) -> None:
+        self._table[stream_id.encode()] = value
+
+    def delete(self, stream_id: str) -> None:
+        self._table.pop(stream_id.encode(), None)
+
+    def items(self) -> Iterable[tuple[str, bytes]]:
+        for key, value in self._table.items():
+            yield key.decode(), value
+
+
+class TopicEmitter:
+    """The Processor's Emitter: buffered sends on Faust's producer, never awaited per message.
+
+    Faust flushes the producer before it commits offsets, so an input is committed only once
+    what it emitted was delivered.
+    """
+
+    def __init__(self, app: faust.App) -> None:
+        self._app = app
+        self._topics: dict[str, Any] = {}
+
+    def send(
+        self, topic: str, key: bytes, value: bytes, on_delivered: Callable[[], None] | None = None
+    ) -> None:
+        channel = self._topics.get(topic)
+        if channel is None:
+            channel = self._topics[topic] = self._app.topic(
+                topic, key_serializer="raw", value_serializer="raw"
+            )
+        callback = None if on_delivered is None else (lambda _fut: on_delivered())
+        channel.send_soon(key=key, value=value, callback=callback)
+
+
+def prepare_topics(settings: CoordinatorSettings) -> None:
+    """Create missing topics; refuse to start when co-partitioned ones disagree."""
+    wait_ready(settings.kafka, timeout_s=30)
+    specs = settings.topics.specs(settings.partitions, settings.replication)
+    created = create_topics(settings.kafka, specs)
+    if created:
+        log.info("created topics %s", ", ".join(created))
+    t = settings.topics
+    counts = partition_counts(settings.kafka, [t.control, t.results, t.ticks, t.changelog])
+    wrong = {name: n for name, n in counts.items() if n != settings.partitions}
+    if wrong:
+        raise SystemExit(
+            f"topics {wrong} do not have {settings.partitions} partitions; they must be "
+            "co-partitioned with the table (set TIDEMARK_PARTITIONS to match, or recreate them)"
+        )
+
+
+def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
+    for name in _NOISY:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    t = settings.topics
+    app = faust.App(
+        t.app_id,
+        broker=f"kafka://{settings.kafka.bootstrap_servers}",
+        broker_credentials=_credentials(settings),
+        store="rocksdb://",
+        datadir=str(settings.data_dir),
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication,
+        processing_guarantee="at_least_once",  # exactly_once is not dependable in Faust
+        consumer_auto_offset_reset="earliest",
+        broker_commit_interval=0.5,
+        producer_linger_ms=1,
+        web_enabled=True,
+        web_bind=settings.web_host,
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        web_tables_enabled=False,
+        web_router_enabled=False,
+    )
+    table = app.Table(
+        "streams",
+        partitions=settings.partitions,
+        key_type=bytes,  # bytes means the "raw" serializer: records are our own JSON
+        value_type=bytes,
+        # One RocksDB per partition; the default block cache (2 GiB each) is for big servers.
+        options={
+            "driver": "rocksdict",
+            "block_cache_size": 64 * 1024 * 1024,
+            "write_buffer_size": 16 * 1024 * 1024,
+        },
+    )
+    processor = Processor(
+        t, settings.partitions, TableStore(table), TopicEmitter(app), settings.flush_ms
+    )
+    inputs = app.topic(
+        t.control, t.results, t.ticks,
+        key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+        partitions=settings.partitions,
+    )  # fmt: skip
+    ticks = app.topic(t.ticks, key_serializer="raw", value_serializer="raw")
+
+    @app.agent(inputs, concurrency=1)  # one at a time: it writes the table
+    async def coordinate(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            m = event.message
+            try:
+                processor.on_message(m.topic, m.partition, m.offset, m.key, m.value, now_ms())
+            except Exception:  # a bug must not stop the coordinator; the input is logged
+                log.exception("failed on %s[%d]@%d; skipped", m.topic, m.partition, m.offset)
+
+    def tick_partitions(tps: Iterable[TP]) -> set[int]:
+        return {tp.partition for tp in tps if tp.topic == t.ticks}
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers oddly
+    def on_revoked(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        processor.on_revoked(tick_partitions(args[0]))
+
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
+    def on_assigned(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        processor.on_assigned(tick_partitions(args[0]))
+
+    @app.timer(interval=settings.tick_interval_ms / 1000)  # type: ignore[untyped-decorator]
+    async def tick() -> None:
+        if app.rebalancing:
+            return
+        for p in processor.partitions_to_tick(now_ms()):
+            await ticks.send(key=None, value=b"tick", partition=p)
+
+    @app.page("/health")
+    async def health(web: Any, request: Any) -> Any:
+        return web.json(
+            {
+                "status": "rebalancing" if app.rebalancing else "ok",
+                "partitions": sorted(processor.assigned),
+                "indexed_streams": len(processor.index),
+                "stats": dict(processor.stats),
+            }
+        )
+
+    return app, processor
+
+
+def run(settings: CoordinatorSettings, loglevel: str = "info") -> None:
+    """Run a coordinator in the foreground until SIGTERM or Ctrl-C."""
+    prepare_topics(settings)
+    app, _ = build_app(settings)
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker.execute_from_commandline()

@@ -1,0 +1,344 @@
+"""The coordinator's adapter logic, free of Faust: decode, load, decide, save, emit.
+
+`Processor.on_message` handles one input from `control`, `results` or the internal `ticks`
+topic. The Faust app (streams/coordinator/app.py) feeds it events and gives it a table-backed
+`StateStore` and a producer-backed `Emitter`; tests drive it in-process with in-memory ones.
+
+Everything written for a stream happens while handling an event of that stream's partition
+(the tick for partition p touches only streams of p), because Faust puts a table write in the
+changelog partition of the event being processed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from aiokafka.partitioner import murmur2
+
+from streams.coordinator.index import DueIndex
+from streams.coordinator.record import Record
+from streams.coordinator.topics import Topics
+from streams.core import (
+    Commit,
+    Decision,
+    Upsert,
+    advance,
+    apply_control,
+    apply_result,
+    flush,
+    next_due_ms,
+)
+from streams.errors import InvalidInput
+from streams.wire import decode_control, decode_result, rejected_value
+
+log = logging.getLogger("streams.coordinator")
+
+# Flush a stream's commit at once when this many windows wait, whatever the interval says.
+FLUSH_MAX_WINDOWS = 256
+# A tick that has not come back after this long is considered lost and sent again.
+TICK_RESEND_MS = 5000
+
+
+class StateStore(Protocol):
+    def get(self, stream_id: str) -> bytes | None: ...
+    def set(self, stream_id: str, value: bytes) -> None: ...
+    def delete(self, stream_id: str) -> None: ...
+    def items(self) -> Iterable[tuple[str, bytes]]: ...
+
+
+class Emitter(Protocol):
+    def send(
+        self, topic: str, key: bytes, value: bytes, on_delivered: Callable[[], None] | None = None
+    ) -> None: ...
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition the Java client, aiokafka and Faust give `key` (murmur2)."""
+    return int(murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class Processor:
+    def __init__(
+        self,
+        topics: Topics,
+        partitions: int,
+        store: StateStore,
+        emitter: Emitter,
+        flush_ms: int = 200,
+    ) -> None:
+        self.topics = topics
+        self.partitions = partitions
+        self.store = store
+        self.emitter = emitter
+        self.flush_ms = flush_ms
+        self.index = DueIndex()
+        self.stats: Counter[str] = Counter()
+        self._assigned: set[int] = set()
+        self._unbuilt: set[int] = set()
+        self._tick_sent: dict[int, int] = {}
+        self._last_flush: dict[str, int] = {}
+        self._commit_delivered: dict[str, int] = {}
+        self._bypass_delivered: dict[str, set[int]] = {}
+
+    # -- partition ownership -------------------------------------------------------------
+
+    def on_assigned(self, partitions: Iterable[int]) -> None:
+        """New partitions: their index is built from the table at their first tick."""
+        for p in partitions:
+            if p not in self._assigned:
+                self._assigned.add(p)
+                self._unbuilt.add(p)
+                self._tick_sent.pop(p, None)
+
+    def on_revoked(self, partitions: Iterable[int]) -> None:
+        for p in partitions:
+            self._assigned.discard(p)
+            self._unbuilt.discard(p)
+            self._tick_sent.pop(p, None)
+            self.index.drop(p)
+
+    @property
+    def assigned(self) -> frozenset[int]:
+        return frozenset(self._assigned)
+
+    def partitions_to_tick(self, now_ms: int) -> list[int]:
+        """Owned partitions that need a tick now: unbuilt, or with something due."""
+        due = []
+        for p in sorted(self._assigned):
+            sent = self._tick_sent.get(p)
+            if sent is not None and now_ms - sent < TICK_RESEND_MS:
+                continue  # one tick in flight per partition is enough
+            wake = self.index.next_wake_ms(p)
+            if p in self._unbuilt or (wake is not None and wake <= now_ms):
+                self._tick_sent[p] = now_ms
+                due.append(p)
+        return due
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def on_message(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        now_ms: int,
+    ) -> None:
+        """Handle one input. Nothing in it, however malformed, raises."""
+        if topic == self.topics.ticks:
+            self.on_tick(partition, now_ms)
+            return
+        try:
+            if topic == self.topics.results:
+                result = decode_result(value)
+                stream_id = result.stream_id
+                self._check_key(stream_id, key, partition)
+                self.stats[f"results_{result.outcome}"] += 1
+                record = self._load(stream_id)
+                decision = apply_result(record.state if record else None, result, now_ms)
+            elif topic == self.topics.control:
+                control = decode_control(value)
+                stream_id = (
+                    control.config.stream_id if isinstance(control, Upsert) else control.stream_id
+                )
+                self._check_key(stream_id, key, partition)
+                record = self._load(stream_id)
+                decision = apply_control(record.state if record else None, control, now_ms)
+            else:
+                raise InvalidInput("topic", f"{topic!r} is not an input topic")
+        except InvalidInput as exc:
+            self._reject(topic, partition, offset, str(exc), key, value)
+            return
+        if decision.rejected is not None:
+            self._reject(topic, partition, offset, decision.rejected, key, value)
+            return
+        if decision.ignored is not None:
+            self.stats[decision.ignored] += 1
+            return
+        self._apply(partition, stream_id, record, decision, now_ms)
+
+    def on_tick(self, partition: int, now_ms: int) -> None:
+        """Time-driven work of one partition: dispatches, deadlines and flushes that are due."""
+        self._tick_sent.pop(partition, None)
+        if partition not in self._assigned:
+            return
+        if partition in self._unbuilt:
+            self._rebuild(self._unbuilt & self._assigned, now_ms)
+        for stream_id in self.index.pop_due(partition, now_ms):
+            record = self._load(stream_id)
+            if record is None:
+                continue
+            self._apply(partition, stream_id, record, advance(record.state, now_ms), now_ms)
+
+    # -- the steps -------------------------------------------------------------------------
+
+    def _check_key(self, stream_id: str, key: bytes | None, partition: int) -> None:
+        expected = stream_id.encode()
+        if key != expected:
+            raise InvalidInput("key", f"must be the stream_id {stream_id!r} as UTF-8")
+        owner = partition_of(expected, self.partitions)
+        if owner != partition:
+            raise InvalidInput(
+                "partition",
+                f"key {stream_id!r} belongs to partition {owner} of {self.partitions}, "
+                f"not {partition}; produce with the murmur2 partitioner "
+                "(confluent-kafka: partitioner=murmur2_random)",
+            )
+
+    def _load(self, stream_id: str) -> Record | None:
+        raw = self.store.get(stream_id)
+        if raw is None:
+            return None
+        record = Record.decode(raw)
+        delivered = self._commit_delivered.pop(stream_id, None)
+        if delivered is not None:
+            record.confirm_commit(delivered)
+        bypasses = self._bypass_delivered.pop(stream_id, None)
+        if bypasses:
+            record.confirm_bypasses(bypasses)
+        return record
+
+    def _apply(
+        self,
+        partition: int,
+        stream_id: str,
+        record: Record | None,
+        decision: Decision,
+        now_ms: int,
+    ) -> None:
+        """Emit what the decision says, flush commits when due, save, and re-index."""
+        state = decision.state
+        self.stats["timeouts"] += decision.timeouts
+        self.stats["requeues"] += decision.requeues
+        if state is None:
+            self.store.delete(stream_id)
+            self.index.set(partition, stream_id, None)
+            self._forget(stream_id)
+            return
+        if record is None:
+            record = Record.new(state)
+        record.state = state
+        key = stream_id.encode()
+        for task in decision.tasks:
+            self.emitter.send(self.topics.tasks, key, _json(task.to_wire()))
+        self.stats["tasks"] += len(decision.tasks)
+        for bypass in decision.bypasses:
+            wire = bypass.to_wire()
+            record.pending_bypasses.append(wire)
+            self._send_bypass(stream_id, wire)
+        self.stats["bypasses"] += len(decision.bypasses)
+        flush_at = self._flush_if_due(record, now_ms)
+        self.store.set(stream_id, record.encode())
+        wake = next_due_ms(state)
+        if flush_at is not None:
+            wake = flush_at if wake is None else min(wake, flush_at)
+        self.index.set(partition, stream_id, wake)
+
+    def _flush_if_due(self, record: Record, now_ms: int) -> int | None:
+        """Announce the stream's finished windows at most once per flush interval.
+
+        The first commit after a quiet interval goes out at once (so ack-to-commit latency is
+        low); later ones within the interval are coalesced into one. Returns when to flush
+        next if windows are left waiting.
+        """
+        state = record.state
+        if not state.unannounced:
+            return None
+        stream_id = state.config.stream_id
+        last = self._last_flush.get(stream_id)
+        if (
+            last is not None
+            and now_ms - last < self.flush_ms
+            and len(state.unannounced) < FLUSH_MAX_WINDOWS
+        ):
+            return last + self.flush_ms
+        record.state, commit = flush(state, now_ms)
+        if commit is not None:
+            record.announce(commit)
+            self._send_commit(commit)
+            self._last_flush[stream_id] = now_ms
+        return None
+
+    def _send_commit(self, commit: Commit) -> None:
+        stream_id = commit.stream_id
+
+        def delivered() -> None:
+            seen = self._commit_delivered.get(stream_id, -1)
+            self._commit_delivered[stream_id] = max(seen, commit.downstream_ms)
+
+        self.emitter.send(
+            self.topics.commits, stream_id.encode(), _json(commit.to_wire()), delivered
+        )
+        self.stats["commits"] += 1
+
+    def _send_bypass(self, stream_id: str, wire: dict[str, object]) -> None:
+        start_ms = wire["start_ms"]
+        assert isinstance(start_ms, int)
+
+        def delivered() -> None:
+            self._bypass_delivered.setdefault(stream_id, set()).add(start_ms)
+
+        key = f"{stream_id}/{start_ms}".encode()
+        self.emitter.send(self.topics.bypassed, key, _json(wire), delivered)
+
+    def _rebuild(self, partitions: set[int], now_ms: int) -> None:
+        """Index the streams of newly owned partitions and re-announce their outboxes."""
+        count = 0
+        for stream_id, raw in self.store.items():
+            p = partition_of(stream_id.encode(), self.partitions)
+            if p not in partitions:
+                continue
+            record = self._load_raw(stream_id, raw)
+            if record is None:
+                continue
+            count += 1
+            commit = record.outbox_commit(now_ms)
+            if commit is not None:
+                self._send_commit(commit)
+                self.stats["reannounced"] += 1
+            for wire in record.pending_bypasses:
+                self._send_bypass(stream_id, wire)
+            wake = next_due_ms(record.state)
+            if record.state.unannounced:
+                wake = now_ms if wake is None else min(wake, now_ms)
+            self.index.set(p, stream_id, wake)
+        self._unbuilt -= partitions
+        log.info("indexed %d streams of partitions %s", count, sorted(partitions))
+
+    def _load_raw(self, stream_id: str, raw: bytes) -> Record | None:
+        try:
+            return Record.decode(raw)
+        except (ValueError, KeyError, TypeError, InvalidInput) as exc:
+            log.error("unreadable state for stream %r, left alone: %s", stream_id, exc)
+            return None
+
+    def _reject(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        reason: str,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> None:
+        self.stats["rejected"] += 1
+        log.warning("rejected %s[%d]@%d: %s", topic, partition, offset, reason)
+        self.emitter.send(
+            self.topics.rejected,
+            key or b"",
+            rejected_value(topic, partition, offset, reason, key, value),
+        )
+
+    def _forget(self, stream_id: str) -> None:
+        self._last_flush.pop(stream_id, None)
+        self._commit_delivered.pop(stream_id, None)
+        self._bypass_delivered.pop(stream_id, None)

@@ -1,0 +1,85 @@
+"""What the coordinator stores per stream: the core's state plus an outbox of announcements.
+
+The outbox holds what was announced (commits, bypass records) but not yet confirmed delivered
+by the producer. Faust flushes its producer only before committing offsets, so after a crash the
+table may be ahead of what reached the output topics; the next owner of the partition re-emits
+the outbox, which makes every advance of `downstream_ms` announced at least once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from streams.core import Commit, CommittedWindow, StreamState, state_from_dict, state_to_dict
+
+
+@dataclass(slots=True)
+class Record:
+    state: StreamState
+    # Windows announced on `commits` whose delivery is not confirmed yet, starting after
+    # `outbox_previous_ms`.
+    outbox_previous_ms: int
+    outbox: list[CommittedWindow] = field(default_factory=list)
+    # Bypass records (wire dicts) sent to `bypassed` whose delivery is not confirmed yet.
+    pending_bypasses: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, state: StreamState) -> Record:
+        return cls(state, state.announced_ms)
+
+    def announce(self, commit: Commit) -> None:
+        if not self.outbox:
+            self.outbox_previous_ms = commit.previous_ms
+        self.outbox.extend(commit.windows)
+
+    def confirm_commit(self, delivered_ms: int) -> bool:
+        """Forget announced windows up to `delivered_ms`; return whether anything changed."""
+        kept = [w for w in self.outbox if w.end_ms > delivered_ms]
+        if len(kept) == len(self.outbox):
+            return False
+        self.outbox = kept
+        self.outbox_previous_ms = max(self.outbox_previous_ms, delivered_ms)
+        return True
+
+    def confirm_bypasses(self, delivered: set[int]) -> bool:
+        kept = [b for b in self.pending_bypasses if b["start_ms"] not in delivered]
+        changed = len(kept) != len(self.pending_bypasses)
+        self.pending_bypasses = kept
+        return changed
+
+    def outbox_commit(self, now_ms: int) -> Commit | None:
+        """One commit that re-announces everything unconfirmed, or None."""
+        if not self.outbox:
+            return None
+        return Commit(
+            self.state.config.stream_id,
+            self.outbox[-1].end_ms,
+            self.outbox_previous_ms,
+            now_ms,
+            tuple(self.outbox),
+        )
+
+    def encode(self) -> bytes:
+        doc: dict[str, Any] = {"s": state_to_dict(self.state)}
+        if self.outbox:
+            doc["o"] = [
+                self.outbox_previous_ms,
+                [[w.start_ms, w.end_ms, w.reason, w.attempts] for w in self.outbox],
+            ]
+        if self.pending_bypasses:
+            doc["b"] = self.pending_bypasses
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Record:
+        doc = json.loads(raw)
+        state = state_from_dict(doc["s"])
+        previous, windows = doc.get("o", [state.announced_ms, []])
+        return cls(
+            state,
+            previous,
+            [CommittedWindow(s, e, r, a) for s, e, r, a in windows],
+            doc.get("b", []),
+        )

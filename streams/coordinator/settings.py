@@ -1,0 +1,63 @@
+"""The coordinator's configuration: one frozen object, from the environment and flags."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streams.coordinator.topics import Topics
+from streams.errors import InvalidInput
+from streams.kafka.settings import KafkaSettings
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput(name, f"must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise InvalidInput(name, f"must be at least {minimum}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class CoordinatorSettings:
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    topics: Topics = field(default_factory=Topics)
+    data_dir: Path = Path(".data/coordinator")
+    partitions: int = 6
+    replication: int = 1
+    flush_ms: int = 200
+    tick_interval_ms: int = 100
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1:
+            raise InvalidInput("partitions", "must be at least 1")
+        if self.replication < 1:
+            raise InvalidInput("replication", "must be at least 1")
+        if self.flush_ms < 0:
+            raise InvalidInput("flush_ms", "must not be negative")
+        if self.tick_interval_ms < 10:
+            raise InvalidInput("tick_interval_ms", "must be at least 10")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> CoordinatorSettings:
+        env = os.environ if environ is None else environ
+        return cls(
+            kafka=KafkaSettings.from_env(env),
+            topics=Topics(env.get("TIDEMARK_TOPIC_PREFIX") or "tidemark"),
+            data_dir=Path(env.get("TIDEMARK_DATA_DIR") or ".data/coordinator"),
+            partitions=_env_int(env, "TIDEMARK_PARTITIONS", 6, 1),
+            replication=_env_int(env, "TIDEMARK_REPLICATION", 1, 1),
+            flush_ms=_env_int(env, "TIDEMARK_FLUSH_MS", 200, 0),
+            tick_interval_ms=_env_int(env, "TIDEMARK_TICK_MS", 100, 10),
+            web_host=env.get("TIDEMARK_WEB_HOST") or "127.0.0.1",
+            web_port=_env_int(env, "TIDEMARK_WEB_PORT", 6066, 0),
+        )

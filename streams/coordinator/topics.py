@@ -1,0 +1,64 @@
+"""Topic names and specs: `{prefix}.control`, `{prefix}.results`, ... and the internal ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streams.kafka.admin import TopicSpec
+
+COMPACTED = {"cleanup.policy": "compact"}
+
+
+@dataclass(frozen=True)
+class Topics:
+    prefix: str = "tidemark"
+
+    @property
+    def control(self) -> str:
+        return f"{self.prefix}.control"
+
+    @property
+    def results(self) -> str:
+        return f"{self.prefix}.results"
+
+    @property
+    def ticks(self) -> str:
+        return f"{self.prefix}.ticks"
+
+    @property
+    def tasks(self) -> str:
+        return f"{self.prefix}.tasks"
+
+    @property
+    def commits(self) -> str:
+        return f"{self.prefix}.commits"
+
+    @property
+    def bypassed(self) -> str:
+        return f"{self.prefix}.bypassed"
+
+    @property
+    def rejected(self) -> str:
+        return f"{self.prefix}.rejected"
+
+    @property
+    def app_id(self) -> str:
+        """The Faust app id, which is also the coordinators' consumer group."""
+        return f"{self.prefix}-coordinator"
+
+    @property
+    def changelog(self) -> str:
+        return f"{self.app_id}-streams-changelog"
+
+    def specs(self, partitions: int, replication: int) -> list[TopicSpec]:
+        """Every topic the coordinator reads or writes, with its partition count and config.
+
+        `control`, `results`, `ticks` and the table's changelog are co-partitioned: the same
+        partition count and key partitioner, so that one stream's events and state meet in one
+        partition.
+        """
+        same = [self.control, self.results, self.ticks, self.tasks, self.commits, self.rejected]
+        specs = [TopicSpec(name, partitions, replication) for name in same]
+        specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
+        specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
+        return specs
