@@ -3,19 +3,23 @@
 | input                   | rule                                                                  |
 |-------------------------|-----------------------------------------------------------------------|
 | generation              | windows (frontier, frontier + window_ms], at most max_in_flight       |
-| dispatch                | when not paused and now >= due_ms (end_ms + delay_ms, or retry time)  |
-| ack (any dispatched     | (start, ack_ms] is finished; a partial ack of the last window moves   |
-|   attempt)              | the frontier to ack_ms, of an earlier one leaves (ack_ms, end] to do  |
-| nack / deadline passed  | a failure: bypass if non-retryable, max_attempts failed or            |
-|   (current attempt)     | now - first_failed_ms >= bypass_after_ms; else retry after the policy |
-| bypass                  | closes at trunc(end_ms) for the last window (the frontier restarts    |
-|                         | there), else at end_ms; emits a BypassRecord                          |
-| heartbeat (current)     | deadline_ms = now + task_timeout_ms                                   |
-| nack/heartbeat, earlier | ignored "stale"                                                       |
-| result, finished window | ignored "duplicate" (its start is at or before a finished point)      |
-| anything else           | rejected with a reason; unknown stream, never dispatched, bad fields  |
-| finished prefix         | downstream_ms moves over it; its windows go to `unannounced`, purged  |
-| flush                   | one Commit for all unannounced windows; announced_ms = downstream_ms  |
+| dispatch                | when not paused and now >= due_ms (end_ms + delay_ms, or retry time); |
+|                         | attempt += 1, deadline_ms = now + task_timeout_ms                     |
+| ack of any dispatched   | (start, ack_ms] is finished. A partial ack of the last window moves   |
+|   attempt               | the frontier to ack_ms; of an earlier one leaves (ack_ms, end] to do  |
+| nack or passed deadline | a failure: bypass if the kind is non-retryable, max_attempts failed   |
+|   of the current attempt| or now - first_failed_ms >= bypass_after_ms; else retry when due      |
+| bypass                  | closes the last window at trunc(end_ms, step_ms) if that is after its |
+|                         | start (the frontier restarts there), any other at end_ms              |
+| heartbeat, current      | deadline_ms = now + task_timeout_ms                                   |
+| nack or heartbeat of an | ignored "stale"                                                       |
+|   earlier/failed attempt|                                                                       |
+| result for a window     | ignored "duplicate": its start is before downstream_ms or inside a    |
+|   already finished      | finished interval                                                     |
+| anything else           | rejected with a reason: unknown stream, never dispatched, bad fields  |
+| finished prefix         | downstream_ms moves over it; its intervals go to `unannounced` and    |
+|                         | its windows are purged                                                |
+| flush                   | one Commit for all unannounced intervals; announced_ms = downstream_ms|
 
 Time is an argument (`now_ms`). Every function updates the state it is given IN PLACE and returns
 it in the Decision: a caller that needs the old state must keep a copy (`state_to_dict`). A rejected

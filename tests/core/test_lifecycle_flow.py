@@ -206,14 +206,36 @@ def test_upsert_replaces_the_config_without_moving_progress() -> None:
 
 def test_upsert_keeps_the_bounds_of_dispatched_windows() -> None:
     state, (task,) = started(at(10, 1))
-    apply_control(state, Upsert(config(window_ms=5 * MINUTE_MS, delay_ms=MINUTE_MS)), at(10, 1))
+    longer = config(window_ms=5 * MINUTE_MS, delay_ms=5 * MINUTE_MS, retry=Immediate())
+    apply_control(state, Upsert(longer), at(10, 1))
     assert bounds(state) == [(at(10, 0), at(10, 1))]
+
     apply_result(state, nack(task), at(10, 1, 5))
-    assert next_due_ms(state) == at(10, 2, 5)  # end + new delay (10:02) < failure + 60 s
-    apply_control(state, Upsert(config(retry=Immediate(), delay_ms=MINUTE_MS)), at(10, 1, 5))
-    apply_result(state, ack(only(advance(state, at(10, 2, 5)))), at(10, 2, 5))
-    assert bounds(state) == [(at(10, 1), at(10, 2))]
-    assert next_due_ms(state) == at(10, 3)
+
+    assert next_due_ms(state) == at(10, 6)  # a retry waits for end + delay, now 5 minutes
+    retry = only(advance(state, at(10, 6)))
+    assert (retry.start_ms, retry.end_ms, retry.attempt) == (at(10, 0), at(10, 1), 2)
+    apply_result(state, ack(retry), at(10, 6))
+    assert bounds(state) == [(at(10, 1), at(10, 6))]  # the new config from the next window on
+    assert next_due_ms(state) == at(10, 11)
+
+
+def test_a_bypass_never_closes_a_window_before_its_start() -> None:
+    state, (task,) = started(at(10, 1))
+    apply_result(state, ack(task, at(10, 0, 40)), at(10, 1))
+    first = only(apply_control(state, Upsert(config(max_in_flight=2)), at(10, 1, 40)))
+    assert bounds(state) == [(at(10, 0, 40), at(10, 1, 40)), (at(10, 1, 40), at(10, 2, 40))]
+    remainder = only(apply_result(state, ack(first, at(10, 1, 35)), at(10, 1, 40)))
+    assert (remainder.start_ms, remainder.end_ms) == (at(10, 1, 35), at(10, 1, 40))
+    apply_control(state, Upsert(config(max_attempts=1)), at(10, 1, 40))  # drops the tail window
+    assert bounds(state) == [(at(10, 1, 35), at(10, 1, 40))]
+
+    decision = apply_result(state, nack(remainder), at(10, 1, 41))
+
+    (bypass,) = decision.bypasses  # trunc(10:01:40) = 10:01:30 is before the start: close at end
+    assert (bypass.start_ms, bypass.end_ms) == (at(10, 1, 35), at(10, 1, 40))
+    assert state.downstream_ms == at(10, 1, 40)
+    assert bounds(state) == [(at(10, 1, 40), at(10, 2, 40))]
 
 
 def test_upsert_raising_max_in_flight_dispatches_more_windows_at_once() -> None:
