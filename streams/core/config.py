@@ -73,8 +73,8 @@ def _kinds(value: Any) -> frozenset[str]:
 
 
 def _params(value: Any) -> Mapping[str, Any]:
-    if type(value) is MappingProxyType:
-        return value  # already a read-only copy (the default, or another config's)
+    if value is _EMPTY:
+        return value
     if not isinstance(value, Mapping):
         raise InvalidInput("params", f"must be an object, got {type(value).__name__}")
     for key in value:
