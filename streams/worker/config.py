@@ -1,0 +1,73 @@
+"""A worker's settings: one validated, frozen object, with the topic and group names it implies."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from streams.errors import InvalidInput
+
+DEFAULT_TOPIC_PREFIX: Final = "tidemark"
+TOPIC_PREFIX_ENV: Final = "TIDEMARK_TOPIC_PREFIX"
+_NAME: Final = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def topic_prefix_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """``TIDEMARK_TOPIC_PREFIX``, or ``tidemark``."""
+    env = os.environ if environ is None else environ
+    return env.get(TOPIC_PREFIX_ENV) or DEFAULT_TOPIC_PREFIX
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What one worker process runs, and how.
+
+    ``buffer`` is how many tasks may wait, fetched, beyond the ``concurrency`` running ones:
+    enough to start the next task at once, small enough that a stopped worker returns little
+    work. ``grace_s`` is how long a shutdown waits for running tasks. ``instance_id`` makes
+    the worker a static group member (``group.instance.id``): restarted with the same id, it
+    takes its partitions back without a rebalance, but a stop does not hand them over before
+    the session times out.
+    """
+
+    pipeline: str
+    topic_prefix: str = DEFAULT_TOPIC_PREFIX
+    group_id: str | None = None
+    concurrency: int = 4
+    buffer: int = 2
+    grace_s: float = 10.0
+    flush_timeout_s: float = 10.0
+    poll_interval_s: float = 0.05
+    instance_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("pipeline", "topic_prefix"):
+            if not _NAME.fullmatch(getattr(self, name)):
+                raise InvalidInput(name, "must be letters, digits, '.', '_' or '-'")
+        if self.group_id is not None and not self.group_id:
+            raise InvalidInput("group_id", "must not be empty")
+        if self.concurrency < 1:
+            raise InvalidInput("concurrency", "must be at least 1")
+        if self.buffer < 0:
+            raise InvalidInput("buffer", "must not be negative")
+        for name in ("grace_s", "flush_timeout_s"):
+            if getattr(self, name) < 0:
+                raise InvalidInput(name, "must not be negative")
+        if self.poll_interval_s <= 0:
+            raise InvalidInput("poll_interval_s", "must be positive")
+
+    @property
+    def tasks_topic(self) -> str:
+        return f"{self.topic_prefix}.tasks"
+
+    @property
+    def results_topic(self) -> str:
+        return f"{self.topic_prefix}.results"
+
+    @property
+    def group(self) -> str:
+        """The consumer group: ``group_id``, or ``{prefix}-workers-{pipeline}``."""
+        return self.group_id or f"{self.topic_prefix}-workers-{self.pipeline}"

@@ -1,0 +1,152 @@
+"""The worker's schedule: which taken tasks wait, which run, and when each one heartbeats.
+
+Pure and single-threaded (the runtime's loop thread owns it); time is an argument. A job moves
+
+    waiting (arrived before its end_ms) -> ready -> running -> answered -> delivered
+
+and leaves the board when delivered, or when it expires before it starts, or when its
+partition is revoked before it starts (``dropped``). A task whose ``deadline_ms`` has passed
+when it arrives, or before it could start, is expired: the coordinator has already timed it
+out, so running it would only waste a thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from streams.worker.api import Task
+from streams.worker.offsets import OffsetToken, Partition
+
+State = Literal["waiting", "ready", "running", "answered", "delivered", "dropped"]
+MIN_HEARTBEAT_MS: Final = 100
+
+
+@dataclass(eq=False)
+class Job:
+    """A task taken off ``tasks`` and its progress; ``result`` is kept to send it again."""
+
+    task: Task
+    token: OffsetToken
+    state: State = "ready"
+    started_s: float = 0.0  # monotonic, set by the runtime when the handler starts
+    next_heartbeat_ms: int | None = None
+    result: bytes | None = field(default=None, repr=False)
+
+
+def heartbeat_interval_ms(task: Task) -> int | None:
+    """A third of the task's timeout (``deadline_ms - dispatched_ms``); None if it has none."""
+    timeout_ms = task.deadline_ms - task.dispatched_ms
+    return max(MIN_HEARTBEAT_MS, timeout_ms // 3) if timeout_ms > 0 else None
+
+
+class JobBoard:
+    """Tasks taken and not finished, at most ``concurrency`` of them running."""
+
+    def __init__(self, concurrency: int) -> None:
+        self._concurrency = concurrency
+        self._jobs: set[Job] = set()
+        self._waiting: list[tuple[int, int, Job]] = []  # (end_ms, arrival, job), lazily pruned
+        self._ready: deque[Job] = deque()
+        self._running: set[Job] = set()
+        self._arrivals = 0
+
+    def __len__(self) -> int:
+        """How many jobs are taken and not finished (what backpressure bounds)."""
+        return len(self._jobs)
+
+    def admit(self, task: Task, token: OffsetToken, now_ms: int) -> Job | None:
+        """Take a task: it waits until its ``end_ms``, or is ready; None if already expired."""
+        if now_ms >= task.deadline_ms:
+            return None
+        job = Job(task, token)
+        self._jobs.add(job)
+        if now_ms < task.end_ms:
+            job.state = "waiting"
+            self._arrivals += 1
+            heapq.heappush(self._waiting, (task.end_ms, self._arrivals, job))
+        else:
+            self._ready.append(job)
+        return job
+
+    def start_due(self, now_ms: int) -> tuple[list[Job], list[Job]]:
+        """Jobs to start now, as threads are free, and jobs that expired before they could.
+
+        Started jobs are ``running`` with their first heartbeat scheduled: a third of the
+        timeout after dispatch, or at once if that time has passed while the task waited.
+        """
+        expired = [
+            j
+            for j in self._jobs
+            if j.state in ("waiting", "ready") and now_ms >= j.task.deadline_ms
+        ]
+        for job in expired:  # left in the queues below, and skipped there by their state
+            job.state = "dropped"
+            self._jobs.discard(job)
+        while self._waiting and self._waiting[0][0] <= now_ms:
+            job = heapq.heappop(self._waiting)[2]
+            if job.state == "waiting":
+                job.state = "ready"
+                self._ready.append(job)
+        started: list[Job] = []
+        while self._ready and len(self._running) < self._concurrency:
+            job = self._ready.popleft()
+            if job.state != "ready":
+                continue
+            job.state = "running"
+            interval = heartbeat_interval_ms(job.task)
+            if interval is not None:
+                job.next_heartbeat_ms = max(now_ms, job.task.dispatched_ms + interval)
+            self._running.add(job)
+            started.append(job)
+        return started, expired
+
+    def heartbeats_due(self, now_ms: int) -> list[Job]:
+        """Running jobs whose heartbeat is due; each next one is scheduled an interval later."""
+        due = []
+        for job in self._running:
+            if job.next_heartbeat_ms is not None and now_ms >= job.next_heartbeat_ms:
+                interval = heartbeat_interval_ms(job.task)
+                assert interval is not None
+                job.next_heartbeat_ms = now_ms + interval
+                due.append(job)
+        return due
+
+    def returned(self, job: Job) -> bool:
+        """A handler call ended; True if its outcome is wanted (not answered at shutdown)."""
+        self._running.discard(job)
+        return job.state == "running"
+
+    def answered(self, job: Job, result: bytes) -> None:
+        """The job's result is decided (``result``) and being sent; it no longer runs."""
+        job.state = "answered"
+        job.result = result
+        self._running.discard(job)
+
+    def delivered(self, job: Job) -> None:
+        """The job's result is delivered: it leaves the board."""
+        job.state = "delivered"
+        self._jobs.discard(job)
+
+    def drop_unstarted(self, partitions: Iterable[Partition]) -> list[Job]:
+        """Forget jobs of ``partitions`` that have not started (their new owner redoes them)."""
+        keys = set(partitions)
+        dropped = [
+            j for j in self._jobs if j.state in ("waiting", "ready") and j.token.partition in keys
+        ]
+        for job in dropped:
+            job.state = "dropped"
+            self._jobs.discard(job)
+        return dropped
+
+    def unstarted(self) -> list[Job]:
+        """Jobs waiting or ready, in offset order per partition."""
+        found = [j for j in self._jobs if j.state in ("waiting", "ready")]
+        return sorted(found, key=lambda j: (j.token.partition, j.token.offset))
+
+    def running(self) -> list[Job]:
+        """Jobs whose handler is running and whose outcome is still wanted."""
+        return list(self._running)

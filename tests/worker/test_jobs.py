@@ -1,0 +1,151 @@
+"""The worker's schedule: early tasks wait, expired ones are skipped, heartbeats a third apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streams.worker.api import Task
+from streams.worker.jobs import JobBoard, heartbeat_interval_ms
+from streams.worker.offsets import OffsetToken
+
+NOW = 1_800_000_000_000
+
+
+def task(n: int, *, end_ms: int = NOW, timeout_ms: int = 30_000, **fields: Any) -> Task:
+    values: dict[str, Any] = {
+        "task_id": f"t{n}",
+        "stream_id": "s",
+        "start_ms": end_ms - 60_000,
+        "end_ms": end_ms,
+        "step_ms": 15_000,
+        "attempt": 1,
+        "dispatched_ms": NOW,
+        "deadline_ms": NOW + timeout_ms,
+        "params": {},
+        **fields,
+    }
+    return Task(**values)
+
+
+def token(offset: int, partition: int = 0) -> OffsetToken:
+    return OffsetToken(("tasks", partition), offset, 1)
+
+
+def test_tasks_start_in_arrival_order_up_to_the_concurrency() -> None:
+    board = JobBoard(concurrency=2)
+    jobs = [board.admit(task(i), token(i), NOW) for i in range(3)]
+
+    started, expired = board.start_due(NOW)
+
+    assert started == jobs[:2] and expired == []
+    assert [j.state for j in jobs] == ["running", "running", "ready"]
+    assert len(board) == 3
+    assert board.start_due(NOW) == ([], [])
+
+
+def test_a_returned_handler_frees_its_thread_for_the_next_task() -> None:
+    board = JobBoard(concurrency=1)
+    first = board.admit(task(1), token(1), NOW)
+    second = board.admit(task(2), token(2), NOW)
+    assert first and second
+    board.start_due(NOW)
+
+    assert board.returned(first) is True
+    board.answered(first, b"ack")
+    assert board.start_due(NOW)[0] == [second]
+
+    board.delivered(first)
+    assert len(board) == 1
+
+
+def test_a_task_expired_on_arrival_is_not_admitted() -> None:
+    board = JobBoard(concurrency=1)
+
+    assert board.admit(task(1, timeout_ms=0), token(1), NOW) is None
+    assert len(board) == 0
+
+
+def test_a_task_that_expires_while_waiting_for_a_thread_is_skipped() -> None:
+    board = JobBoard(concurrency=1)
+    board.admit(task(1), token(1), NOW)
+    late = board.admit(task(2, timeout_ms=1_000), token(2), NOW)
+    board.start_due(NOW)
+
+    started, expired = board.start_due(NOW + 1_000)
+
+    assert started == [] and expired == [late]
+    assert len(board) == 1
+
+
+def test_an_early_task_waits_for_its_end_ms_while_later_ones_start() -> None:
+    board = JobBoard(concurrency=2)
+    early = board.admit(task(1, end_ms=NOW + 500), token(1), NOW)
+    on_time = board.admit(task(2), token(2), NOW)
+    assert early is not None and early.state == "waiting"
+
+    assert board.start_due(NOW) == ([on_time], [])
+    assert board.start_due(NOW + 499) == ([], [])
+    assert board.start_due(NOW + 500) == ([early], [])
+
+
+def test_heartbeats_come_every_third_of_the_timeout_from_dispatch() -> None:
+    board = JobBoard(concurrency=1)
+    job = board.admit(task(1, timeout_ms=900), token(1), NOW)
+    board.start_due(NOW)
+
+    assert heartbeat_interval_ms(task(1, timeout_ms=900)) == 300
+    assert board.heartbeats_due(NOW + 299) == []
+    assert board.heartbeats_due(NOW + 300) == [job]
+    assert board.heartbeats_due(NOW + 599) == []
+    assert board.heartbeats_due(NOW + 600) == [job]
+
+
+def test_a_task_started_late_heartbeats_at_once() -> None:
+    board = JobBoard(concurrency=1)
+    job = board.admit(task(1, timeout_ms=900), token(1), NOW)
+    board.start_due(NOW + 400)  # a third of the timeout passed while it waited
+
+    assert board.heartbeats_due(NOW + 400) == [job]
+
+
+def test_heartbeat_intervals_have_a_floor_and_need_a_timeout() -> None:
+    assert heartbeat_interval_ms(task(1, timeout_ms=30)) == 100
+    assert heartbeat_interval_ms(task(1, timeout_ms=0)) is None
+
+
+def test_an_answered_job_no_longer_heartbeats_and_its_late_return_is_unwanted() -> None:
+    board = JobBoard(concurrency=1)
+    job = board.admit(task(1, timeout_ms=900), token(1), NOW)
+    assert job is not None
+    board.start_due(NOW)
+
+    board.answered(job, b"nack shutdown")
+
+    assert board.heartbeats_due(NOW + 10_000) == []
+    assert board.running() == []
+    assert board.returned(job) is False
+
+
+def test_revoking_a_partition_drops_its_unstarted_jobs_only() -> None:
+    board = JobBoard(concurrency=1)
+    running = board.admit(task(1), token(1, partition=0), NOW)
+    board.start_due(NOW)
+    ready = board.admit(task(2), token(2, partition=0), NOW)
+    waiting = board.admit(task(3, end_ms=NOW + 1), token(3, partition=0), NOW)
+    other = board.admit(task(4), token(4, partition=1), NOW)
+
+    dropped = board.drop_unstarted([("tasks", 0)])
+
+    assert set(dropped) == {ready, waiting}
+    assert board.running() == [running]
+    assert board.unstarted() == [other]
+    assert board.start_due(NOW + 1) == ([], [])  # the dropped ones never start
+
+
+def test_an_early_task_whose_deadline_comes_first_expires_while_it_waits() -> None:
+    board = JobBoard(concurrency=1)
+    job = board.admit(task(1, end_ms=NOW + 5_000, timeout_ms=1_000), token(1), NOW)
+
+    assert board.start_due(NOW + 1_000) == ([], [job])
+    assert len(board) == 0
+    assert board.start_due(NOW + 5_000) == ([], [])

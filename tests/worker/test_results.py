@@ -1,0 +1,85 @@
+"""Results on the wire, and handler answers that the coordinator could not accept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streams.errors import InvalidInput
+from streams.worker.api import HANDLER_ERROR, NO_DATA, Ack, Nack, Task
+from streams.worker.results import (
+    MAX_MESSAGE_CHARS,
+    checked_outcome,
+    decode_task,
+    error_outcome,
+    heartbeat_value,
+    result_key,
+    result_value,
+)
+
+TASK = Task(
+    task_id="s1/1/1",
+    stream_id="s1-é",
+    start_ms=1_000,
+    end_ms=61_000,
+    step_ms=15_000,
+    attempt=2,
+    dispatched_ms=61_500,
+    deadline_ms=121_500,
+    params={},
+)
+HEAD = {"stream_id": "s1-é", "start_ms": 1_000, "end_ms": 61_000, "attempt": 2}
+
+
+def test_acks_nacks_and_heartbeats_echo_the_attempt_they_answer() -> None:
+    assert json.loads(result_value(TASK, Ack(45_000))) == {
+        **HEAD,
+        "outcome": "ack",
+        "ack_ms": 45_000,
+    }
+    assert json.loads(result_value(TASK, Nack(NO_DATA, "empty"))) == {
+        **HEAD,
+        "outcome": "nack",
+        "error": {"kind": NO_DATA, "message": "empty"},
+    }
+    assert json.loads(heartbeat_value(TASK)) == {**HEAD, "outcome": "heartbeat"}
+    assert result_key(TASK) == "s1-é".encode()
+
+
+def test_tasks_decode_from_utf8_json_and_anything_else_is_invalid() -> None:
+    assert decode_task(json.dumps(TASK.to_wire()).encode()) == TASK
+    for value in (None, b"\xff", b"{", b"[]", b'{"task_id": "x"}'):
+        with pytest.raises(InvalidInput):
+            decode_task(value)
+
+
+def test_good_answers_pass_unchanged() -> None:
+    assert checked_outcome(TASK, Ack(61_000)) == Ack(61_000)
+    assert checked_outcome(TASK, Ack(1_001)) == Ack(1_001)
+    assert checked_outcome(TASK, Nack(NO_DATA, "x")) == Nack(NO_DATA, "x")
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (Ack(1_000), "outside the window"),
+        (Ack(61_001), "outside the window"),
+        (Nack("", "no kind"), "empty or non-string kind"),
+        (None, "returned NoneType"),
+        ("ack", "returned str"),
+    ],
+)
+def test_answers_the_coordinator_would_reject_become_handler_errors(
+    answer: object, says: str
+) -> None:
+    outcome = checked_outcome(TASK, answer)
+
+    assert isinstance(outcome, Nack) and outcome.kind == HANDLER_ERROR
+    assert says in outcome.message
+
+
+def test_exception_texts_are_named_and_bounded() -> None:
+    assert error_outcome(ValueError("bad")) == Nack(HANDLER_ERROR, "ValueError: bad")
+    long = error_outcome(RuntimeError("x" * 5_000))
+    assert len(long.message) == MAX_MESSAGE_CHARS + 1
