@@ -129,6 +129,9 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         processing_guarantee="at_least_once",  # exactly_once is not dependable in Faust
         consumer_auto_offset_reset="earliest",
         broker_commit_interval=0.5,
+        # A coordinator that died is noticed after this long and its partitions move on.
+        broker_session_timeout=settings.session_timeout_ms / 1000,
+        broker_heartbeat_interval=min(3.0, settings.session_timeout_ms / 3000),
         producer_linger_ms=1,
         web_enabled=True,
         web_bind=settings.web_host,

@@ -34,6 +34,7 @@ class CoordinatorSettings:
     replication: int = 1
     flush_ms: int = 200
     tick_interval_ms: int = 100
+    session_timeout_ms: int = 10000
     web_host: str = "127.0.0.1"
     web_port: int = 6066
 
@@ -58,6 +59,7 @@ class CoordinatorSettings:
             replication=_env_int(env, "TIDEMARK_REPLICATION", 1, 1),
             flush_ms=_env_int(env, "TIDEMARK_FLUSH_MS", 200, 0),
             tick_interval_ms=_env_int(env, "TIDEMARK_TICK_MS", 100, 10),
+            session_timeout_ms=_env_int(env, "TIDEMARK_SESSION_TIMEOUT_MS", 10000, 6000),
             web_host=env.get("TIDEMARK_WEB_HOST") or "127.0.0.1",
             web_port=_env_int(env, "TIDEMARK_WEB_PORT", 6066, 0),
         )

@@ -1,0 +1,5 @@
+"""`python -m streams ...` is the `tidemark` command."""
+
+from streams.cli import main
+
+main()

@@ -1,0 +1,128 @@
+"""Producing to and reading from Tidemark's topics in tests, with a deadline on every wait."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from streams.kafka.settings import KafkaSettings
+
+
+class Feed:
+    """Produces JSON values keyed like the contract says (murmur2, so they co-partition)."""
+
+    def __init__(self, kafka: KafkaSettings, prefix: str) -> None:
+        self.prefix = prefix
+        self._producer = Producer(kafka.producer())
+
+    def send(self, topic: str, value: Any, key: str | bytes | None = None) -> None:
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        if key is None and isinstance(value, dict):
+            key = value.get("stream_id")
+        key_bytes = key.encode() if isinstance(key, str) else key
+        self._producer.produce(f"{self.prefix}.{topic}", raw, key_bytes)
+        self._producer.flush(10)
+
+    def upsert(self, stream_id: str, start_ms: int, **config: Any) -> None:
+        self.send("control", {"type": "upsert", "stream_id": stream_id, "start_ms": start_ms,
+                              **config})  # fmt: skip
+
+    def result(self, task: dict[str, Any], outcome: str, **fields: Any) -> None:
+        window = {k: task[k] for k in ("stream_id", "start_ms", "end_ms", "attempt")}
+        self.send("results", {**window, "outcome": outcome, **fields})
+
+    def ack(self, task: dict[str, Any], ack_ms: int | None = None) -> None:
+        self.result(task, "ack", ack_ms=task["end_ms"] if ack_ms is None else ack_ms)
+
+    def nack(self, task: dict[str, Any], kind: str = "no_data", message: str = "") -> None:
+        self.result(task, "nack", error={"kind": kind, "message": message})
+
+
+class Tail:
+    """Reads topics from the beginning; `messages[topic]` holds (received_ms, key, value)."""
+
+    def __init__(self, kafka: KafkaSettings, prefix: str, topics: Iterable[str], group: str):
+        self.prefix = prefix
+        self.messages: dict[str, list[tuple[int, str, Any]]] = defaultdict(list)
+        self._consumer = Consumer(
+            kafka.librdkafka(**{"group.id": group, "auto.offset.reset": "earliest"})
+        )
+        self._consumer.subscribe([f"{prefix}.{t}" for t in topics])
+
+    def poll(self, timeout_s: float = 0.2) -> None:
+        for msg in self._consumer.consume(500, timeout_s):
+            if msg.error() is not None:
+                continue
+            topic = msg.topic().removeprefix(f"{self.prefix}.")
+            key = (msg.key() or b"").decode()
+            self.messages[topic].append((time.time_ns() // 1_000_000, key, json.loads(msg.value())))
+
+    def values(self, topic: str, stream_id: str | None = None) -> list[Any]:
+        return [v for _, _, v in self.messages[topic]
+                if stream_id is None or v.get("stream_id") == stream_id]  # fmt: skip
+
+    def wait_for(self, what: str, check: Callable[[], Any], timeout_s: float = 30) -> Any:
+        """Poll until `check()` is truthy and return it; fail with `what` at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.poll()
+            found = check()
+            if found:
+                return found
+        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; seen: "
+                             + json.dumps({t: [v for _, _, v in m][-5:]
+                                           for t, m in self.messages.items()})[:3000])  # fmt: skip
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class Responder:
+    """A stand-in worker: answers every task with `policy(task)` from a background thread.
+
+    `policy` returns (outcome, fields) or None (no answer: the task times out).
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        prefix: str,
+        group: str,
+        policy: Callable[[dict[str, Any]], tuple[str, dict[str, Any]] | None],
+    ) -> None:
+        self.policy = policy
+        self.seen: list[dict[str, Any]] = []
+        self._feed = Feed(kafka, prefix)
+        self._consumer = Consumer(
+            kafka.librdkafka(**{"group.id": group, "auto.offset.reset": "earliest"})
+        )
+        self._consumer.subscribe([f"{prefix}.tasks"])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="responder", daemon=True)
+
+    def __enter__(self) -> Responder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(15)
+        self._consumer.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for msg in self._consumer.consume(100, 0.2):
+                if msg.error() is not None:
+                    continue
+                task = json.loads(msg.value())
+                self.seen.append(task)
+                answer = self.policy(task)
+                if answer is not None:
+                    outcome, fields = answer
+                    self._feed.result(task, outcome, **fields)
