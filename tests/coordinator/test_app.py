@@ -9,8 +9,8 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from itertools import pairwise
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
