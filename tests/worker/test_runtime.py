@@ -1,0 +1,270 @@
+"""The worker runtime against the real broker: results, commits, skips, heartbeats, shutdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.settings import KafkaSettings
+from streams.pipelines.synthetic import SyntheticPipeline
+from streams.worker.api import HANDLER_ERROR, SHUTDOWN, Handler, Task
+from streams.worker.config import WorkerConfig
+from streams.worker.runtime import WorkerRuntime, wall_clock_ms
+from tests.worker.kafka_helpers import (
+    PARTITIONS,
+    GatedHandler,
+    ResultReader,
+    committed,
+    for_task,
+    make_task,
+    running,
+    send,
+    wait_until,
+)
+
+pytestmark = pytest.mark.broker
+
+
+class World:
+    """One test's topics, group, metrics registry and result reader."""
+
+    def __init__(self, kafka: KafkaSettings, unique: str) -> None:
+        self.kafka = kafka
+        self.prefix = f"w-{unique}"
+        self.tasks = f"{self.prefix}.tasks"
+        self.results_topic = f"{self.prefix}.results"
+        create_topics(
+            kafka,
+            [TopicSpec(self.tasks, PARTITIONS), TopicSpec(self.results_topic, PARTITIONS)],
+        )
+        self.registry = CollectorRegistry()
+        self.results = ResultReader(kafka, self.results_topic)
+        self.group = f"{self.prefix}-workers-test"
+
+    def runtime(
+        self, handler: Handler, registry: CollectorRegistry | None = None, **config: Any
+    ) -> WorkerRuntime:
+        """A worker of the test group; metrics in ``registry``, else in ``self.registry``."""
+        cfg = WorkerConfig("test", topic_prefix=self.prefix, **config)
+        assert cfg.group == self.group
+        return WorkerRuntime(self.kafka, handler, cfg, registry=registry or self.registry)
+
+    def send(self, *values: Task | bytes) -> list[tuple[int, int]]:
+        return send(self.kafka, self.tasks, *values)
+
+    def committed(self) -> dict[int, int]:
+        return committed(self.kafka, self.group, self.tasks)
+
+    def count(self, outcome: str) -> float:
+        labels = {"pipeline": "test", "outcome": outcome}
+        return self.registry.get_sample_value("tidemark_worker_tasks_total", labels) or 0.0
+
+    def in_flight(self) -> float:
+        value = self.registry.get_sample_value("tidemark_worker_in_flight", {"pipeline": "test"})
+        return value or 0.0
+
+
+@pytest.fixture
+def world(kafka: KafkaSettings, unique: str) -> Any:
+    w = World(kafka, unique)
+    try:
+        yield w
+    finally:
+        w.results.close()
+
+
+def test_a_task_is_acked_keyed_by_its_stream_and_its_offset_committed(world: World) -> None:
+    task = make_task("stream-a", params={"latency_ms": 10})
+    ((partition, offset),) = world.send(task)
+
+    with running(world.runtime(SyntheticPipeline())):
+        (ack,) = world.results.wait_for("the ack", for_task(task, "ack"))
+        wait_until(lambda: world.committed().get(partition) == offset + 1, 15, "the commit")
+
+    assert ack == {
+        "stream_id": "stream-a",
+        "start_ms": task.start_ms,
+        "end_ms": task.end_ms,
+        "attempt": 1,
+        "outcome": "ack",
+        "ack_ms": task.end_ms,
+    }
+    assert [key for key, _ in world.results.read()] == [b"stream-a"]
+    assert world.count("ack") == 1
+
+
+def test_a_handler_exception_becomes_a_handler_error_nack_and_work_goes_on(
+    world: World,
+) -> None:
+    def handler(task: Task) -> Any:
+        if task.params.get("explode"):
+            raise RuntimeError("boom at the source")
+        return SyntheticPipeline()(task)
+
+    bad = make_task("stream-b", 1, params={"explode": True})
+    good = make_task("stream-b", 2)
+    [_, (partition, offset)] = world.send(bad, good)
+
+    with running(world.runtime(handler)):
+        (nack,) = world.results.wait_for("the nack", for_task(bad, "nack"))
+        world.results.wait_for("the next task's ack", for_task(good, "ack"))
+        wait_until(lambda: world.committed().get(partition) == offset + 1, 15, "the commit")
+
+    assert nack["error"] == {"kind": HANDLER_ERROR, "message": "RuntimeError: boom at the source"}
+    assert world.count("nack") == 1
+
+
+def test_expired_and_undecodable_tasks_are_skipped_counted_and_committed(world: World) -> None:
+    expired = make_task("stream-c", 1, timeout_ms=-1)  # its deadline passed before it was sent
+    valid = make_task("stream-c", 2)
+    placed = world.send(expired, b"{not json", b'{"task_id": "x"}', valid)
+
+    with running(world.runtime(SyntheticPipeline())):
+        world.results.wait_for("the valid task's ack", for_task(valid, "ack"))
+        positions = {p: o + 1 for p, o in placed}  # every partition past its last message
+        wait_until(lambda: world.committed() == positions, 15, f"commits at {positions}")
+
+    assert world.count("expired") == 1
+    assert world.count("invalid") == 2
+    assert [v["end_ms"] for v in world.results.values()] == [valid.end_ms]
+
+
+def test_an_early_task_waits_for_its_end_ms_without_holding_up_others(world: World) -> None:
+    handler = GatedHandler()
+    handler.open_all()
+    early = make_task("stream-d", 1, end_in_ms=1_500)
+    on_time = make_task("stream-d", 2)
+    world.send(early, on_time)
+
+    with running(world.runtime(handler, concurrency=1), handler):
+        world.results.wait_for("the early task's ack", for_task(early, "ack"))
+
+    assert handler.started[early.task_id] >= early.end_ms
+    assert handler.started[on_time.task_id] < early.end_ms
+    assert handler.returned == [on_time.task_id, early.task_id]
+
+
+def test_a_running_handler_sends_heartbeats_every_third_of_the_timeout(world: World) -> None:
+    handler = GatedHandler()
+    task = make_task("stream-e", timeout_ms=900)  # a heartbeat every 300 ms
+
+    with running(world.runtime(handler), handler):
+        world.send(task)
+        beats = world.results.wait_for("heartbeats", for_task(task, "heartbeat"), count=3)
+        handler.open(task)
+        world.results.wait_for("the ack", for_task(task, "ack"))
+
+    assert beats[0] == {
+        "stream_id": "stream-e",
+        "start_ms": task.start_ms,
+        "end_ms": task.end_ms,
+        "attempt": 1,
+        "outcome": "heartbeat",
+    }
+    outcomes = [v["outcome"] for v in world.results.values()]
+    assert outcomes[-1] == "ack" and set(outcomes[:-1]) == {"heartbeat"}
+
+
+def test_shutdown_nacks_unfinished_work_and_commits_past_it(world: World) -> None:
+    handler = GatedHandler()
+    stuck = make_task("stream-f", 1)
+    quick = make_task("stream-f", 2)
+    queued = make_task("stream-f", 3)
+    placed = world.send(stuck, quick, queued)
+    runtime = world.runtime(handler, concurrency=2, grace_s=1.0)
+
+    runtime.start()
+    try:
+        wait_until(lambda: len(handler.started) == 2 and world.in_flight() == 3, 15, "work")
+        runtime.stop()
+        handler.open(quick)  # finishes within the grace period: acked
+        assert runtime.join(15)
+    finally:
+        runtime.stop()
+        handler.open_all()
+        runtime.join(15)
+
+    results = {v["end_ms"]: v for v in world.results.values()}
+    assert results[quick.end_ms]["outcome"] == "ack"
+    for task in (stuck, queued):
+        assert results[task.end_ms]["outcome"] == "nack"
+        assert results[task.end_ms]["error"]["kind"] == SHUTDOWN
+    (partition, last), *_ = placed[::-1]
+    assert world.committed() == {partition: last + 1}
+    assert world.count("shutdown") == 2
+    assert world.count("ack") == 1
+
+
+def test_commits_never_pass_a_running_task(world: World) -> None:
+    """Four tasks on one partition, finished out of order: the commit waits for the first."""
+    handler = GatedHandler()
+    tasks = [make_task("stream-g", i) for i in range(4)]
+    placed = world.send(*tasks)
+    partition = placed[0][0]
+    offsets = [o for _, o in placed]
+
+    with running(world.runtime(handler, concurrency=4), handler):
+        wait_until(lambda: len(handler.started) == 4, 15, "four running tasks")
+
+        handler.open(tasks[2], tasks[3])
+        world.results.wait_for("the later acks", lambda v: v["outcome"] == "ack", count=2)
+        assert world.committed().get(partition, offsets[0]) <= offsets[0]
+
+        handler.open(tasks[0])
+        wait_until(lambda: world.committed().get(partition) == offsets[1], 15, "commit to 1")
+
+        handler.open(tasks[1])
+        wait_until(lambda: world.committed().get(partition) == offsets[3] + 1, 15, "all")
+
+    assert world.committed() == {partition: offsets[3] + 1}
+
+
+def test_backpressure_bounds_the_tasks_taken(world: World) -> None:
+    handler = GatedHandler()
+    tasks = [make_task("stream-h", i) for i in range(8)]
+    world.send(*tasks)
+
+    with running(world.runtime(handler, concurrency=2, buffer=1), handler):
+        wait_until(lambda: world.in_flight() == 3, 15, "three tasks taken")
+        peak = 0.0
+        deadline = wall_clock_ms() + 1_000  # long enough for unbounded fetching to show
+        while wall_clock_ms() < deadline:
+            peak = max(peak, world.in_flight())
+        assert peak == 3
+        assert len(handler.started) == 2
+
+        handler.open_all()
+        world.results.wait_for("every ack", lambda v: v["outcome"] == "ack", count=8)
+
+    assert world.count("ack") == 8
+
+
+def test_a_rebalance_moves_running_work_without_losing_a_task(world: World) -> None:
+    """A second worker joins while the first runs a task on every partition: the moved tasks
+    run again on the newcomer, the first worker's late results are still produced, and in
+    the end every partition is committed past its tasks."""
+    first_handler, second_handler = GatedHandler(), GatedHandler()
+    second_handler.open_all()
+    tasks = [make_task(f"stream-r{i}") for i in range(9)]
+    placed = world.send(*tasks)
+    assert {p for p, _ in placed} == set(range(PARTITIONS))
+    ends = {p: o + 1 for p, o in sorted(placed)}  # the last offset of each partition, + 1
+
+    with running(world.runtime(first_handler, concurrency=9), first_handler):
+        wait_until(lambda: len(first_handler.started) == 9, 15, "the first worker on all")
+        second = world.runtime(second_handler, CollectorRegistry(), concurrency=9)
+        with running(second, second_handler):
+            wait_until(lambda: second_handler.returned, 20, "the second worker's first task")
+            moved = {t.task_id for t in tasks} & set(second_handler.returned)
+            first_handler.open_all()
+            world.results.wait_for(
+                "every ack", lambda v: v["outcome"] == "ack", count=9 + len(moved)
+            )
+            wait_until(lambda: world.committed() == ends, 15, f"commits at {ends}")
+
+    acked = [(v["stream_id"], v["end_ms"]) for v in world.results.values("ack")]
+    assert {(t.stream_id, t.end_ms) for t in tasks} == set(acked)
+    assert len(acked) == 9 + len(moved)  # the moved ones twice: no late result was dropped
