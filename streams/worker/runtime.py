@@ -319,6 +319,8 @@ class WorkerRuntime:
             self._stop.set()
         elif err.code() == KafkaError._ALL_BROKERS_DOWN:
             log.error("no Kafka broker reachable (librdkafka retries with backoff): %s", err)
+        elif err.code() == KafkaError._TRANSPORT:  # librdkafka's own log line says it already
+            log.debug("Kafka: %s", err)
         else:
             log.warning("Kafka: %s", err)
 
