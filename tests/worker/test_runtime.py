@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streams.devbroker import free_port
 from streams.kafka.admin import TopicSpec, create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines.synthetic import SyntheticPipeline
@@ -268,3 +275,67 @@ def test_a_rebalance_moves_running_work_without_losing_a_task(world: World) -> N
     acked = [(v["stream_id"], v["end_ms"]) for v in world.results.values("ack")]
     assert {(t.stream_id, t.end_ms) for t in tasks} == set(acked)
     assert len(acked) == 9 + len(moved)  # the moved ones twice: no late result was dropped
+
+
+class WorkerProcess:
+    """``python -m streams.worker`` as a child process, its log in a file."""
+
+    def __init__(self, world: World, log: Path, *args: str) -> None:
+        self.log = log
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": world.kafka.bootstrap_servers}
+        command = [sys.executable, "-m", "streams.worker", "--pipeline", "synthetic"]
+        command += ["--prefix", world.prefix, "--group", world.group, *args]
+        with log.open("w") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+    def logged(self, text: str) -> bool:
+        return text in self.log.read_text()
+
+    def end(self, sig: signal.Signals) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(30)
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+def test_a_worker_killed_mid_task_redoes_it_after_restart(world: World, tmp_path: Path) -> None:
+    """SIGKILL while a task runs: nothing was committed past it, and a restart redoes it."""
+    slow = make_task("stream-k", 1, timeout_ms=60_000)  # takes the worker's latency option
+    quick = make_task("stream-k", 2, params={"latency_ms": 0})
+    [(partition, slow_offset), (_, quick_offset)] = world.send(slow, quick)
+    port = free_port()
+    common = ("--instance-id", "worker-1", "--concurrency", "2")
+
+    first = WorkerProcess(
+        world,
+        tmp_path / "first.log",
+        *common,
+        "--option",
+        "latency_ms=60000",
+        "--metrics-port",
+        str(port),
+    )
+    try:
+        wait_until(lambda: first.logged(f"started task {slow.task_id}"), 30, "the slow task")
+        world.results.wait_for("the quick task's ack", for_task(quick, "ack"))
+        metrics = scrape(port)
+        assert 'tidemark_worker_in_flight{pipeline="synthetic"} 1.0' in metrics
+        assert 'tidemark_worker_tasks_total{outcome="ack",pipeline="synthetic"} 1.0' in metrics
+        assert world.committed().get(partition, slow_offset) == slow_offset
+    finally:
+        assert first.end(signal.SIGKILL) == -signal.SIGKILL
+
+    assert world.committed().get(partition, slow_offset) == slow_offset
+    assert not [v for v in world.results.values() if v["end_ms"] == slow.end_ms]
+
+    second = WorkerProcess(world, tmp_path / "second.log", *common, "--option", "latency_ms=0")
+    try:
+        world.results.wait_for("the slow task's ack", for_task(slow, "ack"), timeout_s=30)
+        wait_until(lambda: world.committed().get(partition) == quick_offset + 1, 15, "the commit")
+    finally:
+        assert second.end(signal.SIGTERM) == 0, second.log.read_text()
+    assert second.logged("worker synthetic stopped")

@@ -1,0 +1,137 @@
+"""``run_worker``: one worker process from start to exit, around a ``WorkerRuntime``.
+
+It builds the pipeline's handler, waits for the broker (retrying with backoff and saying so,
+never hanging silently), serves ``/metrics`` if asked, turns SIGTERM and SIGINT into a
+graceful ``stop()`` (a second signal exits at once), runs the loop and returns an exit code.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import KafkaException
+from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+
+from streams.errors import BrokerUnavailable
+from streams.kafka.admin import partition_counts, wait_ready
+from streams.kafka.settings import KafkaSettings
+from streams.pipelines import build_pipeline
+from streams.worker.config import WorkerConfig
+from streams.worker.runtime import WorkerRuntime
+
+log = logging.getLogger("streams.worker")
+
+MAX_BACKOFF_S = 30.0
+
+
+def run_worker(
+    config: WorkerConfig,
+    *,
+    options: Mapping[str, Any] | None = None,
+    settings: KafkaSettings | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    registry: CollectorRegistry | None = None,
+) -> int:
+    """Run a worker until SIGTERM or SIGINT; return 0 on a clean exit, else 1.
+
+    ``options`` go to ``build_pipeline`` (raises ``InvalidInput`` for a bad one, before any
+    connection). ``settings`` default to the environment (``KafkaSettings.from_env``).
+    Signal handlers are installed only when called from the main thread.
+    """
+    handler = build_pipeline(config.pipeline, **dict(options or {}))
+    settings = settings or KafkaSettings.from_env()
+    stopping = threading.Event()
+    runtime: WorkerRuntime | None = None
+
+    def request_stop() -> None:
+        stopping.set()
+        if runtime is not None:
+            runtime.stop()
+
+    with _signals_stop(request_stop), _metrics_server(metrics_port, metrics_host, registry):
+        if not _wait_for_broker(settings, config, stopping):
+            return 0
+        runtime = WorkerRuntime(settings, handler, config, registry=registry)
+        if stopping.is_set():  # a signal came while the runtime was being built
+            runtime.stop()
+        runtime.run()
+        return 1 if runtime.failed else 0
+
+
+def _wait_for_broker(
+    settings: KafkaSettings, config: WorkerConfig, stopping: threading.Event
+) -> bool:
+    """Wait until a broker answers, retrying with backoff; False if stopped meanwhile."""
+    backoff_s = 1.0
+    while not stopping.is_set():
+        try:
+            brokers = wait_ready(settings, timeout_s=5.0)
+        except BrokerUnavailable as exc:
+            log.error("%s; retrying in %g s", exc, backoff_s)
+            stopping.wait(backoff_s)
+            backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
+            continue
+        log.info("Kafka at %s answered (%d brokers)", settings.bootstrap_servers, brokers)
+        _check_topics(settings, config)
+        return True
+    return False
+
+
+def _check_topics(settings: KafkaSettings, config: WorkerConfig) -> None:
+    """Say so if a topic is missing: the worker would otherwise wait without a word."""
+    topics = [config.tasks_topic, config.results_topic]
+    try:
+        found = partition_counts(settings, topics)
+    except KafkaException as exc:
+        log.warning("could not list topics: %s", exc)
+        return
+    for topic in topics:
+        if topic not in found:
+            log.warning("topic %s does not exist yet; the worker waits for it", topic)
+
+
+@contextmanager
+def _signals_stop(request_stop: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT call ``request_stop`` once; a second one exits the process at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("%s: stopping (again to exit at once)", signal.Signals(signum).name)
+        for sig in signals:
+            signal.signal(sig, signal.SIG_DFL)
+        request_stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _metrics_server(
+    port: int | None, host: str, registry: CollectorRegistry | None
+) -> Iterator[None]:
+    """Serve ``/metrics`` on ``host:port`` while the worker runs (nothing if ``port`` is None)."""
+    if port is None:
+        yield
+        return
+    server, thread = start_http_server(port, addr=host, registry=registry or REGISTRY)
+    log.info("serving metrics on http://%s:%d/metrics", host, server.server_port)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

@@ -1,0 +1,64 @@
+"""The worker command line: options, config validation, exit codes for bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.errors import InvalidInput
+from streams.worker.cli import main, option_value, parse_options
+from streams.worker.config import WorkerConfig, topic_prefix_from_env
+
+
+def test_option_values_that_read_as_numbers_become_numbers() -> None:
+    assert option_value("200") == 200
+    assert option_value("-3") == -3
+    assert option_value("0.25") == 0.25
+    assert option_value("1e3") == 1000.0
+    assert option_value("/tmp/outage") == "/tmp/outage"
+    assert option_value("nan") == "nan"
+    assert option_value("") == ""
+
+
+def test_options_are_key_value_pairs() -> None:
+    assert parse_options(["latency_ms=5", "outage_file=/tmp/a=b"]) == {
+        "latency_ms": 5,
+        "outage_file": "/tmp/a=b",
+    }
+    with pytest.raises(InvalidInput, match="key=value"):
+        parse_options(["latency_ms"])
+
+
+def test_names_default_from_the_prefix_and_pipeline() -> None:
+    config = WorkerConfig("metrics", topic_prefix="prod")
+
+    assert (config.tasks_topic, config.results_topic) == ("prod.tasks", "prod.results")
+    assert config.group == "prod-workers-metrics"
+    assert WorkerConfig("metrics", group_id="g").group == "g"
+    assert topic_prefix_from_env({}) == "tidemark"
+    assert topic_prefix_from_env({"TIDEMARK_TOPIC_PREFIX": "x"}) == "x"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"buffer": -1}, "buffer"),
+        ({"grace_s": -1.0}, "grace_s"),
+        ({"topic_prefix": "a b"}, "topic_prefix"),
+        ({"group_id": ""}, "group_id"),
+        ({"poll_interval_s": 0}, "poll_interval_s"),
+    ],
+)
+def test_bad_settings_name_their_field(fields: dict, field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        WorkerConfig("synthetic", **fields)
+    assert caught.value.field == field
+
+
+def test_bad_input_exits_2_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--pipeline", "synthetic", "--option", "latency=1"]) == 2
+    assert "unknown option" in capsys.readouterr().err
+    assert main(["--pipeline", "synthetic", "--concurrency", "0"]) == 2
+    with pytest.raises(SystemExit) as exited:
+        main(["--pipeline", "nope"])
+    assert exited.value.code == 2
