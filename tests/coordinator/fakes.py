@@ -1,0 +1,200 @@
+"""In-process fakes for the coordinator's Processor: a dict store, a recording emitter, a driver.
+
+The driver plays the part of the Faust app: it sends `control`/`results` values with the key and
+partition a murmur2 producer would use, numbers offsets, and turns `partitions_to_tick` into tick
+messages, all at explicit `now_ms` values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from streams.coordinator.processor import Processor, partition_of
+from streams.coordinator.topics import Topics
+
+T0 = 1_795_946_400_000  # 2026-11-29T10:00:00Z, the seed's clock
+PARTITIONS = 6
+
+
+def at(hour: int, minute: int, second: int = 0, ms: int = 0) -> int:
+    """Epoch ms of hour:minute:second.ms UTC on 2026-11-29."""
+    return T0 + ((hour - 10) * 3600 + minute * 60 + second) * 1000 + ms
+
+
+class InMemoryStore:
+    """The Processor's StateStore over a dict; counts writes so tests can see an event was saved."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.writes = 0
+
+    def get(self, stream_id: str) -> bytes | None:
+        return self.data.get(stream_id)
+
+    def set(self, stream_id: str, value: bytes) -> None:
+        self.writes += 1
+        self.data[stream_id] = value
+
+    def delete(self, stream_id: str) -> None:
+        self.writes += 1
+        self.data.pop(stream_id, None)
+
+    def items(self) -> Iterable[tuple[str, bytes]]:
+        return list(self.data.items())
+
+    def snapshot(self) -> dict[str, bytes]:
+        return dict(self.data)
+
+
+@dataclass(frozen=True)
+class Sent:
+    topic: str
+    key: bytes
+    value: bytes
+    on_delivered: Callable[[], None] | None
+
+    def json(self) -> Any:
+        return json.loads(self.value)
+
+
+class RecordingEmitter:
+    """Records every send; delivery callbacks run only when a test says the producer confirmed.
+
+    `deliver_all()` confirms everything sent so far, in order; `drop_pending()` forgets the
+    callbacks, which is what a crash does to records the producer had not confirmed.
+    """
+
+    def __init__(self) -> None:
+        self.sent: list[Sent] = []
+        self._pending: list[Callable[[], None]] = []
+
+    def send(
+        self, topic: str, key: bytes, value: bytes, on_delivered: Callable[[], None] | None = None
+    ) -> None:
+        self.sent.append(Sent(topic, key, value, on_delivered))
+        if on_delivered is not None:
+            self._pending.append(on_delivered)
+
+    def deliver_all(self) -> int:
+        pending, self._pending = self._pending, []
+        for callback in pending:
+            callback()
+        return len(pending)
+
+    def drop_pending(self) -> None:
+        self._pending = []
+
+    def on(self, topic: str) -> list[Sent]:
+        return [s for s in self.sent if s.topic == topic]
+
+    def values(self, topic: str) -> list[Any]:
+        return [s.json() for s in self.on(topic)]
+
+    def clear(self) -> None:
+        """Forget what was sent (pending delivery callbacks are kept)."""
+        self.sent = []
+
+
+class Driver:
+    """A Processor over an InMemoryStore and a RecordingEmitter, fed like the Faust app feeds it."""
+
+    def __init__(
+        self,
+        store: InMemoryStore | None = None,
+        flush_ms: int = 200,
+        partitions: int = PARTITIONS,
+    ) -> None:
+        self.store = InMemoryStore() if store is None else store
+        self.emitter = RecordingEmitter()
+        self.topics = Topics()
+        self.partitions = partitions
+        self.flush_ms = flush_ms
+        self.processor = Processor(self.topics, partitions, self.store, self.emitter, flush_ms)
+        self._offsets: dict[str, int] = {}
+
+    def restart(self) -> Driver:
+        """A new process over the same table: nothing in memory survives, callbacks are lost."""
+        self.emitter.drop_pending()
+        return Driver(self.store, self.flush_ms, self.partitions)
+
+    def partition(self, stream_id: str) -> int:
+        return partition_of(stream_id.encode(), self.partitions)
+
+    def assign(self, *stream_ids: str) -> None:
+        self.processor.on_assigned(self.partition(s) for s in stream_ids)
+
+    def send(
+        self,
+        topic: str,
+        value: Any,
+        now_ms: int,
+        key: bytes | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """Send `value` (a dict is JSON-encoded) keyed and partitioned by its stream_id."""
+        raw = value if isinstance(value, bytes) or value is None else json.dumps(value).encode()
+        if key is None and isinstance(value, dict) and isinstance(value.get("stream_id"), str):
+            key = value["stream_id"].encode()
+        if partition is None:
+            partition = 0 if key is None else partition_of(key, self.partitions)
+        offset = self._offsets.get(topic, 0)
+        self._offsets[topic] = offset + 1
+        self.processor.on_message(topic, partition, offset, key, raw, now_ms)
+
+    def next_offset(self, topic: str) -> int:
+        return self._offsets.get(topic, 0)
+
+    def control(self, value: Any, now_ms: int, **kw: Any) -> None:
+        self.send(self.topics.control, value, now_ms, **kw)
+
+    def result(self, value: Any, now_ms: int, **kw: Any) -> None:
+        self.send(self.topics.results, value, now_ms, **kw)
+
+    def upsert(self, stream_id: str, now_ms: int, **config: Any) -> None:
+        fields = {"type": "upsert", "stream_id": stream_id, "start_ms": T0, **config}
+        self.control(fields, now_ms)
+
+    def tick(self, now_ms: int) -> list[int]:
+        """Tick every partition the processor asks for, as the timer and tick topic do."""
+        ticked = self.processor.partitions_to_tick(now_ms)
+        for p in ticked:
+            self.send(self.topics.ticks, None, now_ms, partition=p)
+        return ticked
+
+    def tasks(self) -> list[dict[str, Any]]:
+        return self.emitter.values(self.topics.tasks)
+
+    def commits(self) -> list[dict[str, Any]]:
+        return self.emitter.values(self.topics.commits)
+
+    def bypassed(self) -> list[Sent]:
+        return self.emitter.on(self.topics.bypassed)
+
+    def rejected(self) -> list[dict[str, Any]]:
+        return self.emitter.values(self.topics.rejected)
+
+
+def ack(task: dict[str, Any], ack_ms: int | None = None, **extra: Any) -> dict[str, Any]:
+    """The worker's ack of a task (by default of the whole window)."""
+    return {
+        **_attempt(task),
+        "outcome": "ack",
+        "ack_ms": task["end_ms"] if ack_ms is None else ack_ms,
+        **extra,
+    }
+
+
+def nack(task: dict[str, Any], kind: str = "no_data", **extra: Any) -> dict[str, Any]:
+    error = {"kind": kind, "message": f"{kind} in {task['task_id']}"}
+    return {**_attempt(task), "outcome": "nack", "error": error, **extra}
+
+
+def heartbeat(task: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {**_attempt(task), "outcome": "heartbeat", **extra}
+
+
+def _attempt(task: dict[str, Any]) -> dict[str, Any]:
+    return {k: task[k] for k in ("stream_id", "start_ms", "end_ms", "attempt")}

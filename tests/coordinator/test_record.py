@@ -1,0 +1,143 @@
+"""The stored record: the core's state plus the outbox of announcements not yet confirmed."""
+
+from __future__ import annotations
+
+import json
+
+from streams.coordinator.record import Record
+from streams.core import (
+    Commit,
+    CommittedWindow,
+    ErrorInfo,
+    Fixed,
+    Result,
+    StreamConfig,
+    StreamState,
+    apply_result,
+    create_state,
+    flush,
+)
+from streams.core.model import CloseReason
+
+from .fakes import T0, at
+
+MINUTE_MS = 60_000
+
+
+def busy_state() -> StreamState:
+    """cluster-a at 10:05 with 3 windows in flight, the first acked and flushed, the second
+    nacked (retrying), so the state has announced and outstanding parts."""
+    config = StreamConfig(
+        "cluster-a", T0, max_in_flight=3, retry=Fixed(30_000), params={"query": "up"}
+    )
+    decision = create_state(config, at(10, 5))
+    state = decision.state
+    assert state is not None and len(decision.tasks) == 3
+    first, second, _ = decision.tasks
+    apply_result(
+        state, Result("cluster-a", first.start_ms, first.end_ms, 1, "ack", first.end_ms), at(10, 5)
+    )
+    flush(state, at(10, 5))
+    error = ErrorInfo("no_data", "nothing yet")
+    apply_result(
+        state,
+        Result("cluster-a", second.start_ms, second.end_ms, 1, "nack", error=error),
+        at(10, 5),
+    )
+    return state
+
+
+def cw(minute: int, reason: CloseReason = "ack", attempts: int = 1) -> CommittedWindow:
+    """The committed window (10:minute, 10:minute+1]."""
+    return CommittedWindow(at(10, minute), at(10, minute + 1), reason, attempts)
+
+
+def bypass_wire(minute: int) -> dict[str, object]:
+    return {
+        "stream_id": "cluster-a",
+        "start_ms": at(10, minute),
+        "end_ms": at(10, minute + 1),
+        "attempts": 3,
+        "first_failed_ms": at(10, minute + 1),
+        "bypassed_ms": at(10, minute + 6),
+        "last_error": {"kind": "no_data", "message": "x"},
+    }
+
+
+def test_a_new_record_starts_its_outbox_where_the_state_was_announced() -> None:
+    state = busy_state()
+    record = Record.new(state)
+    assert record.outbox_previous_ms == state.announced_ms == at(10, 1)
+    assert record.outbox == [] and record.pending_bypasses == []
+    assert record.outbox_commit(at(10, 6)) is None
+
+
+def test_a_record_round_trips_through_its_bytes() -> None:
+    record = Record(busy_state(), at(10, 0), [cw(0), cw(1, "bypass", 4)], [bypass_wire(1)])
+    raw = record.encode()
+
+    decoded = Record.decode(raw)
+    assert decoded == record
+    assert decoded.encode() == raw
+    assert json.loads(raw)["o"] == [
+        at(10, 0),
+        [[at(10, 0), at(10, 1), "ack", 1], [at(10, 1), at(10, 2), "bypass", 4]],
+    ]
+
+
+def test_an_empty_outbox_is_left_out_of_the_bytes() -> None:
+    record = Record.new(busy_state())
+    doc = json.loads(record.encode())
+    assert set(doc) == {"s"}
+    assert Record.decode(record.encode()) == record
+
+
+def test_announce_keeps_the_previous_ms_of_the_oldest_unconfirmed_commit() -> None:
+    record = Record.new(busy_state())
+    record.announce(Commit("cluster-a", at(10, 2), at(10, 1), at(10, 6), (cw(1),)))
+    record.announce(Commit("cluster-a", at(10, 4), at(10, 2), at(10, 7), (cw(2), cw(3))))
+
+    assert record.outbox_previous_ms == at(10, 1)
+    assert record.outbox == [cw(1), cw(2), cw(3)]
+    assert record.outbox_commit(at(10, 8)) == Commit(
+        "cluster-a", at(10, 4), at(10, 1), at(10, 8), (cw(1), cw(2), cw(3))
+    )
+
+
+def test_confirm_commit_forgets_the_windows_up_to_the_delivered_point() -> None:
+    record = Record(busy_state(), at(10, 0), [cw(0), cw(1), cw(2)])
+
+    assert record.confirm_commit(at(10, 2)) is True
+    assert record.outbox == [cw(2)] and record.outbox_previous_ms == at(10, 2)
+    assert record.outbox_commit(at(10, 9)) == Commit(
+        "cluster-a", at(10, 3), at(10, 2), at(10, 9), (cw(2),)
+    )
+
+    assert record.confirm_commit(at(10, 1)) is False  # an older confirmation changes nothing
+    assert record.outbox == [cw(2)] and record.outbox_previous_ms == at(10, 2)
+
+    assert record.confirm_commit(at(10, 3)) is True
+    assert record.outbox == [] and record.outbox_commit(at(10, 9)) is None
+    announced_after = Commit("cluster-a", at(10, 4), at(10, 3), at(10, 9), (cw(3),))
+    record.announce(announced_after)  # the next commit starts a fresh outbox
+    assert record.outbox_commit(at(10, 9)) == announced_after
+
+
+def test_confirm_commit_of_a_partial_ack_keeps_the_window_past_it() -> None:
+    partial = CommittedWindow(at(10, 0), at(10, 0, 30), "ack", 1)
+    rest = CommittedWindow(at(10, 0, 30), at(10, 1), "ack", 1)
+    record = Record(busy_state(), at(10, 0), [partial, rest])
+
+    assert record.confirm_commit(at(10, 0, 30)) is True
+    assert record.outbox == [rest] and record.outbox_previous_ms == at(10, 0, 30)
+
+
+def test_confirm_bypasses_forgets_the_delivered_records_by_start() -> None:
+    record = Record(busy_state(), at(10, 1), [], [bypass_wire(1), bypass_wire(3)])
+
+    assert record.confirm_bypasses({at(10, 3), at(10, 7)}) is True
+    assert record.pending_bypasses == [bypass_wire(1)]
+    assert record.confirm_bypasses({at(10, 3)}) is False
+    assert record.confirm_bypasses({at(10, 1)}) is True
+    assert record.pending_bypasses == []
+    assert set(json.loads(record.encode())) == {"s"}

@@ -1,0 +1,471 @@
+"""The wire contract: boundary decoders, committed JSON Schemas, and the core's outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.core import (
+    BypassRecord,
+    Commit,
+    CommittedWindow,
+    Delete,
+    ErrorInfo,
+    Exponential,
+    Fixed,
+    Immediate,
+    Pause,
+    Result,
+    Resume,
+    StreamConfig,
+    Task,
+    Upsert,
+    apply_result,
+    create_state,
+    flush,
+)
+from streams.errors import InvalidInput
+from streams.wire import (
+    MAX_RAW_BYTES,
+    SCHEMAS,
+    BypassedMessage,
+    CommitMessage,
+    RejectedMessage,
+    TaskMessage,
+    decode_control,
+    decode_result,
+    json_schema,
+    rejected_value,
+)
+
+SCHEMA_DIR = Path(__file__).parents[1] / "schemas"
+T0 = 1_795_946_400_000  # 2026-11-29T10:00:00Z
+T1 = T0 + 60_000
+
+
+def raw(fields: dict[str, Any]) -> bytes:
+    return json.dumps(fields).encode()
+
+
+def result_fields(**changes: Any) -> dict[str, Any]:
+    fields = {"stream_id": "cluster-a", "start_ms": T0, "end_ms": T1, "attempt": 2}
+    fields.update(changes)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+# -- decoding inputs -------------------------------------------------------------------------------
+
+
+def test_decode_result_accepts_each_outcome_and_ignores_extra_fields() -> None:
+    extra = {"worker": "w-7", "took_ms": 12, "nested": {"x": [1]}}
+
+    ack = decode_result(raw(result_fields(outcome="ack", ack_ms=T1 - 1, **extra)))
+    assert ack == Result("cluster-a", T0, T1, 2, "ack", ack_ms=T1 - 1)
+
+    error = {"kind": "no_data", "message": "empty range", "retryable": True}
+    nack = decode_result(raw(result_fields(outcome="nack", error=error, **extra)))
+    assert nack == Result("cluster-a", T0, T1, 2, "nack", error=ErrorInfo("no_data", "empty range"))
+
+    beat = decode_result(raw(result_fields(outcome="heartbeat", ack_ms="ignored", **extra)))
+    assert beat == Result("cluster-a", T0, T1, 2, "heartbeat")
+
+
+def test_a_nack_error_message_defaults_to_empty() -> None:
+    nack = decode_result(raw(result_fields(outcome="nack", error={"kind": "timeout"})))
+    assert nack.error == ErrorInfo("timeout", "")
+
+
+def test_decode_control_builds_the_full_config_of_an_upsert() -> None:
+    fields = {
+        "type": "upsert",
+        "stream_id": "cluster-a",
+        "start_ms": T0,
+        "window_ms": 120_000,
+        "step_ms": 30_000,
+        "delay_ms": 5_000,
+        "task_timeout_ms": 90_000,
+        "bypass_after_ms": 600_000,
+        "retry": {
+            "strategy": "exponential",
+            "initial_ms": 1_000,
+            "multiplier": 2,
+            "max_ms": 8_000,
+            "jitter": 0.25,
+        },
+        "max_attempts": 7,
+        "non_retryable": ["auth", "bad_query"],
+        "max_in_flight": 3,
+        "params": {"query": "up", "labels": ["a"]},
+        "comment": "extra fields are ignored",
+    }
+    assert decode_control(raw(fields)) == Upsert(
+        StreamConfig(
+            "cluster-a",
+            T0,
+            window_ms=120_000,
+            step_ms=30_000,
+            delay_ms=5_000,
+            task_timeout_ms=90_000,
+            bypass_after_ms=600_000,
+            retry=Exponential(1_000, 2.0, 8_000, 0.25),
+            max_attempts=7,
+            non_retryable=frozenset({"auth", "bad_query"}),
+            max_in_flight=3,
+            params={"query": "up", "labels": ["a"]},
+        )
+    )
+
+
+def test_an_upsert_takes_the_seed_defaults() -> None:
+    control = decode_control(b'{"type": "upsert", "stream_id": "cluster-a", "start_ms": 0}')
+    assert control == Upsert(StreamConfig("cluster-a", 0))
+    assert isinstance(control, Upsert)
+    assert control.config.retry == Fixed(60_000)
+    immediate = decode_control(
+        raw({"type": "upsert", "stream_id": "s", "start_ms": 0, "retry": {"strategy": "immediate"}})
+    )
+    assert isinstance(immediate, Upsert) and immediate.config.retry == Immediate()
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("pause", Pause("cluster-a")),
+        ("resume", Resume("cluster-a")),
+        ("delete", Delete("cluster-a")),
+    ],
+)
+def test_decode_control_of_pause_resume_delete(kind: str, expected: object) -> None:
+    assert (
+        decode_control(raw({"type": kind, "stream_id": "cluster-a", "start_ms": "x"})) == expected
+    )
+
+
+BAD_RESULTS: list[tuple[str, bytes | None, str, str]] = [
+    ("none", None, "value", "is empty"),
+    ("bad json", b'{"stream_id": ', "value", "not valid JSON"),
+    ("not utf-8", b"\xff\xfe{}", "value", "not valid JSON"),
+    ("a list", b"[]", "value", "should be an object"),
+    ("a number", b"42", "value", "should be an object"),
+    ("no outcome", raw(result_fields()), "outcome", "is required; one of ack, nack, heartbeat"),
+    (
+        "unknown outcome",
+        raw(result_fields(outcome="retry")),
+        "outcome",
+        "is not valid; one of ack, nack, heartbeat",
+    ),
+    ("outcome not a string", raw(result_fields(outcome=1)), "outcome", "is not valid"),
+    (
+        "missing stream_id",
+        raw(result_fields(stream_id=None, outcome="heartbeat")),
+        "stream_id",
+        "Field required",
+    ),
+    (
+        "empty stream_id",
+        raw(result_fields(stream_id="", outcome="heartbeat")),
+        "stream_id",
+        "at least 1 character",
+    ),
+    (
+        "long stream_id",
+        raw(result_fields(stream_id="s" * 201, outcome="heartbeat")),
+        "stream_id",
+        "at most 200 characters",
+    ),
+    (
+        "string for an int",
+        raw(result_fields(start_ms=str(T0), outcome="heartbeat")),
+        "start_ms",
+        "valid integer",
+    ),
+    (
+        "bool for an int",
+        raw(result_fields(attempt=True, outcome="heartbeat")),
+        "attempt",
+        "valid integer",
+    ),
+    (
+        "float for an int",
+        raw(result_fields(end_ms=T1 + 0.5, outcome="heartbeat")),
+        "end_ms",
+        "valid integer",
+    ),
+    (
+        "negative ms",
+        raw(result_fields(start_ms=-1, outcome="heartbeat")),
+        "start_ms",
+        "greater than or equal to 0",
+    ),
+    (
+        "attempt 0",
+        raw(result_fields(attempt=0, outcome="heartbeat")),
+        "attempt",
+        "greater than or equal to 1",
+    ),
+    (
+        "empty window",
+        raw(result_fields(end_ms=T0, outcome="heartbeat")),
+        "end_ms",
+        "must be after start_ms",
+    ),
+    ("ack without ack_ms", raw(result_fields(outcome="ack")), "ack_ms", "Field required"),
+    (
+        "ack_ms null",
+        raw(result_fields(outcome="ack", ack_ms=None) | {"ack_ms": None}),
+        "ack_ms",
+        "valid integer",
+    ),
+    ("nack without error", raw(result_fields(outcome="nack")), "error", "Field required"),
+    (
+        "error not an object",
+        raw(result_fields(outcome="nack", error="boom")),
+        "error",
+        "should be an object",
+    ),
+    (
+        "error kind empty",
+        raw(result_fields(outcome="nack", error={"kind": ""})),
+        "error.kind",
+        "at least 1 character",
+    ),
+    (
+        "error message a number",
+        raw(result_fields(outcome="nack", error={"kind": "x", "message": 3})),
+        "error.message",
+        "valid string",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "reason"),
+    [case[1:] for case in BAD_RESULTS],
+    ids=[case[0] for case in BAD_RESULTS],
+)
+def test_decode_result_rejects_invalid_values_naming_the_field(
+    value: bytes | None, field: str, reason: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        decode_result(value)
+    assert caught.value.field == field
+    assert reason in caught.value.reason
+    assert str(caught.value).startswith(f"{field}: ")
+
+
+def upsert_fields(**changes: Any) -> dict[str, Any]:
+    fields = {"type": "upsert", "stream_id": "cluster-a", "start_ms": T0}
+    fields.update(changes)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+BAD_CONTROLS: list[tuple[str, bytes | None, str, str]] = [
+    ("none", None, "value", "is empty"),
+    ("bad json", b"{type: upsert}", "value", "not valid JSON"),
+    ("a string", b'"upsert"', "value", "should be an object"),
+    (
+        "no type",
+        b'{"stream_id": "cluster-a"}',
+        "type",
+        "is required; one of upsert, pause, resume, delete",
+    ),
+    (
+        "unknown type",
+        b'{"type": "stop", "stream_id": "cluster-a"}',
+        "type",
+        "is not valid; one of upsert, pause, resume, delete",
+    ),
+    ("pause without stream", b'{"type": "pause"}', "stream_id", "Field required"),
+    ("upsert without start", raw(upsert_fields(start_ms=None)), "start_ms", "Field required"),
+    ("string for an int", raw(upsert_fields(window_ms="60000")), "window_ms", "valid integer"),
+    ("bool for an int", raw(upsert_fields(max_in_flight=True)), "max_in_flight", "valid integer"),
+    ("zero duration", raw(upsert_fields(task_timeout_ms=0)), "task_timeout_ms", "greater than 0"),
+    ("negative delay", raw(upsert_fields(delay_ms=-1)), "delay_ms", "greater than or equal to 0"),
+    (
+        "window not in steps",
+        raw(upsert_fields(window_ms=50_000)),
+        "window_ms",
+        "must be a multiple of step_ms (15000)",
+    ),
+    (
+        "retry without strategy",
+        raw(upsert_fields(retry={})),
+        "retry.strategy",
+        "is required; one of immediate, fixed, exponential",
+    ),
+    (
+        "unknown strategy",
+        raw(upsert_fields(retry={"strategy": "linear"})),
+        "retry.strategy",
+        "is not valid; one of immediate, fixed, exponential",
+    ),
+    (
+        "fixed without interval",
+        raw(upsert_fields(retry={"strategy": "fixed"})),
+        "retry.interval_ms",
+        "Field required",
+    ),
+    (
+        "multiplier below 1",
+        raw(
+            upsert_fields(
+                retry={"strategy": "exponential", "initial_ms": 1, "multiplier": 0.5, "max_ms": 2}
+            )
+        ),
+        "retry.multiplier",
+        "greater than or equal to 1",
+    ),
+    (
+        "max below initial",
+        raw(
+            upsert_fields(
+                retry={"strategy": "exponential", "initial_ms": 5, "multiplier": 2, "max_ms": 2}
+            )
+        ),
+        "retry.max_ms",
+        "must be >= initial_ms (5)",
+    ),
+    (
+        "infinite multiplier",
+        b'{"type": "upsert", "stream_id": "s", "start_ms": 0, "retry": '
+        b'{"strategy": "exponential", "initial_ms": 1, "multiplier": Infinity, "max_ms": 5}}',
+        "retry.multiplier",
+        "must be finite",
+    ),
+    (
+        "non_retryable not strings",
+        raw(upsert_fields(non_retryable=["auth", 3])),
+        "non_retryable.1",
+        "valid string",
+    ),
+    ("params not an object", raw(upsert_fields(params=[1])), "params", "should be an object"),
+    (
+        "max_attempts 0",
+        raw(upsert_fields(max_attempts=0)),
+        "max_attempts",
+        "greater than or equal to 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "reason"),
+    [case[1:] for case in BAD_CONTROLS],
+    ids=[case[0] for case in BAD_CONTROLS],
+)
+def test_decode_control_rejects_invalid_values_naming_the_field(
+    value: bytes | None, field: str, reason: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        decode_control(value)
+    assert caught.value.field == field
+    assert reason in caught.value.reason
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="max_in_flight has no upper bound: an upsert asking for 10**9 windows in flight is "
+    "accepted, and the core then generates and dispatches them all in one decision (memory and "
+    "time without bound), which stops the coordinator",
+)
+def test_an_upsert_with_an_unbounded_max_in_flight_is_rejected() -> None:
+    try:
+        decode_control(raw(upsert_fields(start_ms=0, max_in_flight=10**9)))
+    except InvalidInput as exc:
+        assert exc.field == "max_in_flight"
+    else:
+        raise AssertionError("max_in_flight=10**9 was accepted")
+
+
+# -- the committed schemas -------------------------------------------------------------------------
+
+
+def test_there_is_one_schema_file_per_topic() -> None:
+    files = {path.name for path in SCHEMA_DIR.glob("*.schema.json")}
+    assert files == {f"{topic}.schema.json" for topic in SCHEMAS}
+    assert set(SCHEMAS) == {"control", "results", "tasks", "commits", "bypassed", "rejected"}
+
+
+@pytest.mark.parametrize("topic", sorted(SCHEMAS))
+def test_the_schema_file_is_what_the_models_generate(topic: str) -> None:
+    committed = json.loads((SCHEMA_DIR / f"{topic}.schema.json").read_text())
+    assert committed == json_schema(topic), f"run: python -m streams.wire  (schemas/{topic})"
+    assert committed["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+# -- the core's outputs match the output models ----------------------------------------------------
+
+
+def core_outputs() -> tuple[Task, Commit, BypassRecord]:
+    """A task, a commit and a bypass record as the core renders them."""
+    config = StreamConfig("cluster-a", T0, max_attempts=1, max_in_flight=2, params={"q": "up"})
+    decision = create_state(config, T0 + 300_000)
+    state = decision.state
+    assert state is not None
+    first, second = decision.tasks
+    apply_result(state, Result("cluster-a", T0, T1, 1, "ack", T1), T0 + 300_000)
+    error = ErrorInfo("no_data", "nothing")
+    bypassed = apply_result(
+        state, Result("cluster-a", T1, second.end_ms, 1, "nack", error=error), T0 + 300_000
+    )
+    (bypass,) = bypassed.bypasses
+    _, commit = flush(state, T0 + 300_000)
+    assert commit is not None and [w.reason for w in commit.windows] == ["ack", "bypass"]
+    return first, commit, bypass
+
+
+def assert_matches(model: type[Any], wire: dict[str, Any]) -> None:
+    """`wire` validates against `model`, also as JSON, and the model keeps every field."""
+    assert model.model_validate(wire).model_dump() == wire
+    assert model.model_validate_json(json.dumps(wire)).model_dump() == wire
+
+
+def test_a_task_validates_against_the_tasks_model() -> None:
+    task, _, _ = core_outputs()
+    assert_matches(TaskMessage, task.to_wire())
+
+
+def test_a_commit_validates_against_the_commits_model() -> None:
+    _, commit, _ = core_outputs()
+    assert_matches(CommitMessage, commit.to_wire())
+
+
+def test_a_bypass_record_validates_against_the_bypassed_model() -> None:
+    _, _, bypass = core_outputs()
+    assert_matches(BypassedMessage, bypass.to_wire())
+    without_error = BypassRecord("cluster-a", T0, T1, 0, T1, T1 + 1, None)
+    assert_matches(BypassedMessage, without_error.to_wire())
+
+
+def test_a_rejected_record_validates_against_the_rejected_model() -> None:
+    value = b'{"x": "' + "é".encode() * 3000 + b'"}'
+    rejected = json.loads(rejected_value("tidemark.results", 3, 41, "x: bad", b"cluster-a", value))
+    assert_matches(RejectedMessage, rejected)
+    assert rejected["value"] == value[:MAX_RAW_BYTES].decode("utf-8", "replace")
+    assert (rejected["partition"], rejected["offset"], rejected["key"]) == (3, 41, "cluster-a")
+
+    empty = json.loads(rejected_value("tidemark.control", 0, 0, "value: is empty", None, None))
+    assert_matches(RejectedMessage, empty)
+    assert (empty["key"], empty["value"]) == (None, None)
+
+
+def test_the_output_models_refuse_what_the_core_never_emits() -> None:
+    _, commit, _ = core_outputs()
+    wire = commit.to_wire()
+    wire["windows"][0]["reason"] = "timeout"
+    with pytest.raises(ValueError, match="reason"):
+        CommitMessage.model_validate(wire)
+    with pytest.raises(ValueError, match="attempt"):
+        TaskMessage.model_validate({**core_outputs()[0].to_wire(), "attempt": 0})
+    with pytest.raises(ValueError, match="downstream_ms"):
+        CommitMessage.model_validate({**commit.to_wire(), "downstream_ms": "1"})
+    assert CommittedWindow(T0, T1, "ack", 1).to_wire() == {
+        "start_ms": T0,
+        "end_ms": T1,
+        "reason": "ack",
+        "attempts": 1,
+    }
