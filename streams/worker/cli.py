@@ -19,7 +19,11 @@ from dataclasses import replace
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines import PIPELINES
-from streams.worker.config import WorkerConfig, topic_prefix_from_env
+from streams.worker.config import (
+    WorkerConfig,
+    session_timeout_from_env,
+    topic_prefix_from_env,
+)
 from streams.worker.runner import run_worker
 
 _INT = re.compile(r"[+-]?\d+")
@@ -68,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--instance-id", help="static group membership id (group.instance.id); one per process"
     )
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=None,
+        help="group session timeout (env TIDEMARK_SESSION_TIMEOUT_MS, or 10000)",
+    )
     parser.add_argument("--bootstrap-servers", help="Kafka (default: env KAFKA_BOOTSTRAP_SERVERS)")
     parser.add_argument(
         "--option",
@@ -100,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             buffer=args.buffer,
             grace_s=args.grace_s,
             instance_id=args.instance_id,
+            session_timeout_ms=args.session_timeout_ms or session_timeout_from_env(),
         )
         options = parse_options(args.option)
         return run_worker(

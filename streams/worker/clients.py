@@ -43,6 +43,8 @@ def task_consumer(
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "partition.assignment.strategy": "cooperative-sticky",
+        "session.timeout.ms": config.session_timeout_ms,
+        "heartbeat.interval.ms": min(3_000, config.session_timeout_ms // 3),
         "error_cb": error_cb,
         "on_commit": on_commit,
         "logger": kafka_log,

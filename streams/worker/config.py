@@ -12,6 +12,7 @@ from streams.errors import InvalidInput
 
 DEFAULT_TOPIC_PREFIX: Final = "tidemark"
 TOPIC_PREFIX_ENV: Final = "TIDEMARK_TOPIC_PREFIX"
+SESSION_TIMEOUT_ENV: Final = "TIDEMARK_SESSION_TIMEOUT_MS"
 _NAME: Final = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -21,13 +22,25 @@ def topic_prefix_from_env(environ: Mapping[str, str] | None = None) -> str:
     return env.get(TOPIC_PREFIX_ENV) or DEFAULT_TOPIC_PREFIX
 
 
+def session_timeout_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """``TIDEMARK_SESSION_TIMEOUT_MS`` (as the coordinator reads it), or 10000."""
+    env = os.environ if environ is None else environ
+    raw = env.get(SESSION_TIMEOUT_ENV) or "10000"
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(SESSION_TIMEOUT_ENV, f"must be an integer, got {raw!r}") from None
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     """What one worker process runs, and how.
 
     ``buffer`` is how many tasks may wait, fetched, beyond the ``concurrency`` running ones:
     enough to start the next task at once, small enough that a stopped worker returns little
-    work. ``grace_s`` is how long a shutdown waits for running tasks. ``instance_id`` makes
+    work. ``grace_s`` is how long a shutdown waits for running tasks. ``session_timeout_ms``
+    is how soon the group gives a dead worker's partitions to others (the brokers' minimum is
+    6 s by default; the coordinator uses 10 s as well). ``instance_id`` makes
     the worker a static group member (``group.instance.id``): restarted with the same id, it
     takes its partitions back without a rebalance, but a stop does not hand them over before
     the session times out.
@@ -42,6 +55,7 @@ class WorkerConfig:
     flush_timeout_s: float = 10.0
     poll_interval_s: float = 0.05
     instance_id: str | None = None
+    session_timeout_ms: int = 10_000
 
     def __post_init__(self) -> None:
         for name in ("pipeline", "topic_prefix"):
@@ -56,6 +70,8 @@ class WorkerConfig:
         for name in ("grace_s", "flush_timeout_s"):
             if getattr(self, name) < 0:
                 raise InvalidInput(name, "must not be negative")
+        if self.session_timeout_ms < 1:
+            raise InvalidInput("session_timeout_ms", "must be positive")
         if self.poll_interval_s <= 0:
             raise InvalidInput("poll_interval_s", "must be positive")
 

@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
-from streams.errors import BrokerUnavailable
+from streams.errors import BrokerUnavailable, InvalidInput
 from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines import build_pipeline
@@ -41,9 +41,10 @@ def run_worker(
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; return 0 on a clean exit, else 1.
 
-    ``options`` go to ``build_pipeline`` (raises ``InvalidInput`` for a bad one, before any
-    connection). ``settings`` default to the environment (``KafkaSettings.from_env``).
-    Signal handlers are installed only when called from the main thread.
+    ``options`` go to ``build_pipeline``. A bad option or a metrics port that cannot be
+    served raises ``InvalidInput`` before any connection is made. ``settings`` default to
+    the environment (``KafkaSettings.from_env``). Signal handlers are installed only when
+    called from the main thread.
     """
     handler = build_pipeline(config.pipeline, **dict(options or {}))
     settings = settings or KafkaSettings.from_env()
@@ -55,14 +56,19 @@ def run_worker(
         if runtime is not None:
             runtime.stop()
 
-    with _signals_stop(request_stop), _metrics_server(metrics_port, metrics_host, registry):
-        if not _wait_for_broker(settings, config, stopping):
-            return 0
-        runtime = WorkerRuntime(settings, handler, config, registry=registry)
-        if stopping.is_set():  # a signal came while the runtime was being built
-            runtime.stop()
-        runtime.run()
-        return 1 if runtime.failed else 0
+    try:
+        with _signals_stop(request_stop), _metrics_server(metrics_port, metrics_host, registry):
+            if not _wait_for_broker(settings, config, stopping):
+                return 0
+            runtime = WorkerRuntime(settings, handler, config, registry=registry)
+            if stopping.is_set():  # a signal came while the runtime was being built
+                runtime.stop()
+            runtime.run()
+            return 1 if runtime.failed else 0
+    finally:
+        close = getattr(handler, "close", None)  # e.g. the metrics pipeline's HTTP pool
+        if callable(close):
+            close()
 
 
 def _wait_for_broker(
@@ -127,7 +133,10 @@ def _metrics_server(
     if port is None:
         yield
         return
-    server, thread = start_http_server(port, addr=host, registry=registry or REGISTRY)
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry or REGISTRY)
+    except OSError as exc:
+        raise InvalidInput("metrics_port", f"cannot serve on {host}:{port}: {exc}") from exc
     log.info("serving metrics on http://%s:%d/metrics", host, server.server_port)
     try:
         yield

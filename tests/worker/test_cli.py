@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from streams.errors import InvalidInput
 from streams.worker.cli import main, option_value, parse_options
-from streams.worker.config import WorkerConfig, topic_prefix_from_env
+from streams.worker.config import (
+    WorkerConfig,
+    session_timeout_from_env,
+    topic_prefix_from_env,
+)
 
 
 def test_option_values_that_read_as_numbers_become_numbers() -> None:
@@ -36,6 +42,10 @@ def test_names_default_from_the_prefix_and_pipeline() -> None:
     assert WorkerConfig("metrics", group_id="g").group == "g"
     assert topic_prefix_from_env({}) == "tidemark"
     assert topic_prefix_from_env({"TIDEMARK_TOPIC_PREFIX": "x"}) == "x"
+    assert session_timeout_from_env({}) == 10_000
+    assert session_timeout_from_env({"TIDEMARK_SESSION_TIMEOUT_MS": "6000"}) == 6_000
+    with pytest.raises(InvalidInput, match="TIDEMARK_SESSION_TIMEOUT_MS"):
+        session_timeout_from_env({"TIDEMARK_SESSION_TIMEOUT_MS": "soon"})
 
 
 @pytest.mark.parametrize(
@@ -47,6 +57,7 @@ def test_names_default_from_the_prefix_and_pipeline() -> None:
         ({"topic_prefix": "a b"}, "topic_prefix"),
         ({"group_id": ""}, "group_id"),
         ({"poll_interval_s": 0}, "poll_interval_s"),
+        ({"session_timeout_ms": 0}, "session_timeout_ms"),
     ],
 )
 def test_bad_settings_name_their_field(fields: dict, field: str) -> None:
@@ -62,3 +73,17 @@ def test_bad_input_exits_2_before_connecting(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit) as exited:
         main(["--pipeline", "nope"])
     assert exited.value.code == 2
+
+
+def test_a_metrics_port_in_use_exits_2_before_connecting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["--pipeline", "synthetic", "--metrics-port", str(port)]
+
+        assert main([*argv, "--bootstrap-servers", "127.0.0.1:1"]) == 2
+
+    assert "metrics_port: cannot serve on 127.0.0.1" in capsys.readouterr().err
