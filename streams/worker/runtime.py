@@ -18,9 +18,12 @@ Guarantees:
 - **Rebalances:** on revoke the safe positions are committed; tasks of a revoked partition
   that have not started are dropped (its next owner fetches them again), running ones finish
   and their results are produced, but their commits are dropped.
-- **Shutdown** (``stop()``): tasks taken but not started are nacked ``shutdown`` at once,
-  running ones get ``grace_s`` to finish, then are nacked ``shutdown`` too (a late result is
-  dropped); the producer is flushed, the safe positions committed, the consumer closed.
+- **Shutdown** (``stop()``): every partition is paused (the loop keeps polling, to serve the
+  group), tasks taken but not started are nacked ``shutdown`` at once, so that the
+  coordinator requeues them without waiting for a deadline; running ones get ``grace_s`` to
+  finish, then are nacked ``shutdown`` too (a result that comes later is dropped). Then the
+  producer is flushed, the safe positions committed and the consumer closed. A result not
+  delivered by then leaves its task uncommitted: the next owner redoes it.
 """
 
 from __future__ import annotations
