@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup kafka kafka-stop lint test run clean
+.PHONY: setup system-deps kafka kafka-stop lint test run clean
 
 setup: $(STAMP)
 
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --upgrade pip==26.3
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
+
+# Debian packages the tests need (Prometheus and promtool); a no-op when present.
+system-deps:
+	bash scripts/install-system-deps.sh
 
 kafka: setup
 	$(PY) -m streams.devbroker start
@@ -26,7 +30,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check streams tests bench
 	$(VENV)/bin/mypy
 
-test: lint
+test: lint system-deps
 	$(PY) -m streams.devbroker fetch
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

@@ -25,12 +25,14 @@ from streams.core import (
     Upsert,
     config_from_dict,
 )
+from streams.core._checks import MAX_MS
+from streams.core.config import MAX_IN_FLIGHT
 from streams.errors import InvalidInput
 
 MAX_RAW_BYTES = 4096
 
-Ms = Annotated[int, Field(ge=0, description="epoch milliseconds (UTC)")]
-Duration = Annotated[int, Field(gt=0, description="milliseconds")]
+Ms = Annotated[int, Field(ge=0, le=MAX_MS, description="epoch milliseconds (UTC)")]
+Duration = Annotated[int, Field(gt=0, le=MAX_MS, description="milliseconds")]
 StreamId = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -69,13 +71,13 @@ class UpsertControl(_Wire):
     start_ms: Ms
     window_ms: Duration = 60000
     step_ms: Duration = 15000
-    delay_ms: Annotated[int, Field(ge=0)] = 0
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_MS)] = 0
     task_timeout_ms: Duration = 60000
     bypass_after_ms: Duration = 300000
     retry: RetryModel = FixedRetry(strategy="fixed", interval_ms=60000)
     max_attempts: Annotated[int, Field(ge=1)] | None = None
     non_retryable: list[str] = []
-    max_in_flight: Annotated[int, Field(ge=1)] = 1
+    max_in_flight: Annotated[int, Field(ge=1, le=MAX_IN_FLIGHT)] = 1
     params: dict[str, Any] = {}
 
 
@@ -185,8 +187,6 @@ def _reason(exc: ValidationError) -> InvalidInput:
         )
     if err["type"] == "json_invalid":
         return InvalidInput("value", f"not valid JSON ({err['msg']})")
-    if err["type"] == "model_type" and not loc:
-        return InvalidInput("value", "must be a JSON object")
     return InvalidInput(".".join(loc) or "value", err["msg"])
 
 
@@ -235,6 +235,12 @@ def decode_control(raw: bytes | None) -> Control:
         if msg.type == "pause":
             return Pause(msg.stream_id)
         return Resume(msg.stream_id) if msg.type == "resume" else Delete(msg.stream_id)
+    try:  # JSON readers downstream reject NaN and Infinity, which Python's parser lets through
+        json.dumps(msg.params, allow_nan=False)
+    except ValueError:
+        raise InvalidInput(
+            "params", "must be plain JSON: NaN and Infinity are not allowed"
+        ) from None
     # The core applies the semantic rules (window_ms a multiple of step_ms, ...).
     return Upsert(config_from_dict(msg.model_dump()))
 

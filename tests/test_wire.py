@@ -365,13 +365,6 @@ def test_decode_control_rejects_invalid_values_naming_the_field(
     assert reason in caught.value.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="max_in_flight has no upper bound: an upsert asking for 10**9 windows in flight is "
-    "accepted, and the core then generates and dispatches them all in one decision (memory and "
-    "time without bound), which stops the coordinator",
-)
 def test_an_upsert_with_an_unbounded_max_in_flight_is_rejected() -> None:
     try:
         decode_control(raw(upsert_fields(start_ms=0, max_in_flight=10**9)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import faust
@@ -19,6 +19,7 @@ from faust.types import TP
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.kafka.admin import create_topics, partition_counts, wait_ready
+from streams.kafka.output import KafkaOutput
 
 log = logging.getLogger("streams.coordinator")
 
@@ -74,27 +75,27 @@ class TableStore:
             yield key.decode(), value
 
 
-class TopicEmitter:
-    """The Processor's Emitter: buffered sends on Faust's producer, never awaited per message.
+class CoordinatorApp(faust.App):
+    """A Faust app whose pre-commit producer flush also flushes the outputs' producer.
 
-    Faust flushes the producer before it commits offsets, so an input is committed only once
-    what it emitted was delivered.
+    Faust commits input offsets only after `app.producer.flush()`; the coordinator's outputs go
+    through a confluent-kafka producer (streams.kafka.output), so that flush must cover it too
+    for an input to be committed only once what it emitted was delivered.
     """
 
-    def __init__(self, app: faust.App) -> None:
-        self._app = app
-        self._topics: dict[str, Any] = {}
+    output: KafkaOutput | None = None
 
-    def send(
-        self, topic: str, key: bytes, value: bytes, on_delivered: Callable[[], None] | None = None
-    ) -> None:
-        channel = self._topics.get(topic)
-        if channel is None:
-            channel = self._topics[topic] = self._app.topic(
-                topic, key_serializer="raw", value_serializer="raw"
-            )
-        callback = None if on_delivered is None else (lambda _fut: on_delivered())
-        channel.send_soon(key=key, value=value, callback=callback)
+    def _new_producer(self) -> Any:
+        producer = super()._new_producer()
+        faust_flush = producer.flush
+
+        async def flush() -> None:
+            await faust_flush()
+            if self.output is not None:
+                await self.output.flush()
+
+        producer.flush = flush  # type: ignore[method-assign]
+        return producer
 
 
 def prepare_topics(settings: CoordinatorSettings) -> None:
@@ -118,7 +119,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
     for name in _NOISY:
         logging.getLogger(name).setLevel(logging.WARNING)
     t = settings.topics
-    app = faust.App(
+    app = CoordinatorApp(
         t.app_id,
         broker=f"kafka://{settings.kafka.bootstrap_servers}",
         broker_credentials=_credentials(settings),
@@ -132,7 +133,8 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         # A coordinator that died is noticed after this long and its partitions move on.
         broker_session_timeout=settings.session_timeout_ms / 1000,
         broker_heartbeat_interval=min(3.0, settings.session_timeout_ms / 3000),
-        producer_linger_ms=1,
+        producer_linger_ms=5,
+        producer_max_batch_size=1_048_576,
         web_enabled=True,
         web_bind=settings.web_host,
         web_host=settings.web_host,
@@ -152,9 +154,8 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
             "write_buffer_size": 16 * 1024 * 1024,
         },
     )
-    processor = Processor(
-        t, settings.partitions, TableStore(table), TopicEmitter(app), settings.flush_ms
-    )
+    app.output = output = KafkaOutput(settings.kafka)
+    processor = Processor(t, settings.partitions, TableStore(table), output, settings.flush_ms)
     inputs = app.topic(
         t.control, t.results, t.ticks,
         key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
@@ -184,6 +185,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
 
     @app.timer(interval=settings.tick_interval_ms / 1000)  # type: ignore[untyped-decorator]
     async def tick() -> None:
+        output.poll()  # serve delivery callbacks
         if app.rebalancing:
             return
         for p in processor.partitions_to_tick(now_ms()):

@@ -11,12 +11,12 @@ changelog partition of the event being processed.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+import orjson
 from aiokafka.partitioner import murmur2
 
 from streams.coordinator.index import DueIndex
@@ -41,6 +41,9 @@ log = logging.getLogger("streams.coordinator")
 FLUSH_MAX_WINDOWS = 256
 # A tick that has not come back after this long is considered lost and sent again.
 TICK_RESEND_MS = 5000
+# Decoded records kept in memory, so that a load whose stored bytes are unchanged skips the
+# JSON decode and validation (about a third of the work per input).
+RECORD_CACHE_SIZE = 100_000
 
 
 class StateStore(Protocol):
@@ -62,7 +65,7 @@ def partition_of(key: bytes, partitions: int) -> int:
 
 
 def _json(value: object) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+    return orjson.dumps(value)
 
 
 class Processor:
@@ -87,6 +90,7 @@ class Processor:
         self._last_flush: dict[str, int] = {}
         self._commit_delivered: dict[str, int] = {}
         self._bypass_delivered: dict[str, set[int]] = {}
+        self._cache: OrderedDict[str, tuple[bytes, Record]] = OrderedDict()
 
     # -- partition ownership -------------------------------------------------------------
 
@@ -134,6 +138,22 @@ class Processor:
         now_ms: int,
     ) -> None:
         """Handle one input. Nothing in it, however malformed, raises."""
+        try:
+            self._on_message(topic, partition, offset, key, value, now_ms)
+        except Exception:
+            # A bug: a cached record may be half-updated, so trust only the table from now on.
+            self._cache.clear()
+            raise
+
+    def _on_message(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        now_ms: int,
+    ) -> None:
         if topic == self.topics.ticks:
             self.on_tick(partition, now_ms)
             return
@@ -174,7 +194,11 @@ class Processor:
         if partition in self._unbuilt:
             self._rebuild(self._unbuilt & self._assigned, now_ms)
         for stream_id in self.index.pop_due(partition, now_ms):
-            record = self._load(stream_id)
+            try:
+                record = self._load(stream_id)
+            except InvalidInput as exc:
+                log.error("tick for %r skipped: %s", stream_id, exc)
+                continue
             if record is None:
                 continue
             self._apply(partition, stream_id, record, advance(record.state, now_ms), now_ms)
@@ -195,14 +219,26 @@ class Processor:
             )
 
     def _load(self, stream_id: str) -> Record | None:
+        """The stream's record with delivery confirmations applied; None if it has none.
+
+        Raises InvalidInput when the stored value cannot be read, so that the input that needed
+        it is rejected with that reason instead of stopping the coordinator.
+        """
         raw = self.store.get(stream_id)
         if raw is None:
             return None
-        record = Record.decode(raw)
-        delivered = self._commit_delivered.pop(stream_id, None)
+        cached = self._cache.get(stream_id)
+        if cached is not None and cached[0] == raw:
+            record: Record | None = cached[1]
+        else:
+            record = self._load_raw(stream_id, raw)
+        if record is None:
+            raise InvalidInput("state", f"the stored state of {stream_id!r} is unreadable")
+        # Confirmations are only forgotten once a save has recorded them (see _apply).
+        delivered = self._commit_delivered.get(stream_id)
         if delivered is not None:
             record.confirm_commit(delivered)
-        bypasses = self._bypass_delivered.pop(stream_id, None)
+        bypasses = self._bypass_delivered.get(stream_id)
         if bypasses:
             record.confirm_bypasses(bypasses)
         return record
@@ -237,7 +273,11 @@ class Processor:
             self._send_bypass(stream_id, wire)
         self.stats["bypasses"] += len(decision.bypasses)
         flush_at = self._flush_if_due(record, now_ms)
-        self.store.set(stream_id, record.encode())
+        encoded = record.encode()
+        self.store.set(stream_id, encoded)
+        self._remember(stream_id, encoded, record)
+        self._commit_delivered.pop(stream_id, None)  # now recorded in the saved outbox
+        self._bypass_delivered.pop(stream_id, None)
         wake = next_due_ms(state)
         if flush_at is not None:
             wake = flush_at if wake is None else min(wake, flush_at)
@@ -297,6 +337,7 @@ class Processor:
             p = partition_of(stream_id.encode(), self.partitions)
             if p not in partitions:
                 continue
+            self._cache.pop(stream_id, None)  # another coordinator may have changed it
             record = self._load_raw(stream_id, raw)
             if record is None:
                 continue
@@ -338,7 +379,15 @@ class Processor:
             rejected_value(topic, partition, offset, reason, key, value),
         )
 
+    def _remember(self, stream_id: str, encoded: bytes, record: Record) -> None:
+        cache = self._cache
+        cache[stream_id] = (encoded, record)
+        cache.move_to_end(stream_id)
+        if len(cache) > RECORD_CACHE_SIZE:
+            cache.popitem(last=False)
+
     def _forget(self, stream_id: str) -> None:
+        self._cache.pop(stream_id, None)
         self._last_flush.pop(stream_id, None)
         self._commit_delivered.pop(stream_id, None)
         self._bypass_delivered.pop(stream_id, None)

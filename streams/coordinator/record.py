@@ -8,9 +8,10 @@ the outbox, which makes every advance of `downstream_ms` announced at least once
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from streams.core import Commit, CommittedWindow, StreamState, state_from_dict, state_to_dict
 
@@ -70,11 +71,11 @@ class Record:
             ]
         if self.pending_bypasses:
             doc["b"] = self.pending_bypasses
-        return json.dumps(doc, separators=(",", ":")).encode()
+        return orjson.dumps(doc)
 
     @classmethod
     def decode(cls, raw: bytes) -> Record:
-        doc = json.loads(raw)
+        doc = orjson.loads(raw)
         state = state_from_dict(doc["s"])
         previous, windows = doc.get("o", [state.announced_ms, []])
         return cls(

@@ -7,13 +7,21 @@ from typing import Any
 
 from streams.errors import InvalidInput
 
+# Times and durations stay below 2**53, so that every JSON reader (JavaScript included) reads
+# them exactly; it also keeps absurd inputs from growing without bound.
+MAX_MS = 2**53 - 1
 
-def check_int(field: str, value: Any, minimum: int | None = None) -> int:
-    """Return `value` if it is an int (a bool is not) and at least `minimum`."""
+
+def check_int(
+    field: str, value: Any, minimum: int | None = None, maximum: int | None = MAX_MS
+) -> int:
+    """Return `value` if it is an int (a bool is not) within [minimum, maximum]."""
     if type(value) is not int:
         raise InvalidInput(field, f"must be an integer, got {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise InvalidInput(field, f"must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidInput(field, f"must be <= {maximum}")
     return value
 
 

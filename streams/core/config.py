@@ -16,6 +16,8 @@ from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy
 from streams.errors import InvalidInput
 
 MAX_STREAM_ID_CHARS = 200
+# Each window in flight is state and a task; a catch-up needs tens, not millions.
+MAX_IN_FLIGHT = 1000
 DEFAULT_RETRY = Fixed(60_000)
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -58,7 +60,7 @@ class StreamConfig:
             raise InvalidInput("retry", "must be Immediate, Fixed or Exponential")
         if self.max_attempts is not None:
             check_int("max_attempts", self.max_attempts, 1)
-        check_int("max_in_flight", self.max_in_flight, 1)
+        check_int("max_in_flight", self.max_in_flight, 1, MAX_IN_FLIGHT)
         object.__setattr__(self, "non_retryable", _kinds(self.non_retryable))
         object.__setattr__(self, "params", _params(self.params))
 

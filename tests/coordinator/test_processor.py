@@ -717,12 +717,6 @@ def test_windows_waiting_for_a_flush_at_a_crash_are_announced_after_the_restart(
     assert [w["end_ms"] for c in commits for w in c["windows"]] == [at(10, 1), at(10, 2)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Processor._load pops the delivery confirmation before the decision; when the event "
-    "is ignored or rejected the record is not saved and the confirmation is lost for good",
-)
 def test_a_confirmation_consumed_by_an_ignored_event_still_prunes_the_outbox() -> None:
     d, task = started()
     d.result(ack(task), at(10, 1, 5))
@@ -836,12 +830,6 @@ def test_no_input_raises_and_each_is_applied_rejected_or_ignored(
         now += 1000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="Ms/Duration fields have no upper bound: an end_ms past 4300 digits makes "
-    "Record.encode's json.dumps raise ValueError out of on_message",
-)
 def test_an_absurdly_large_start_ms_is_rejected_not_raised() -> None:
     d, _ = started()
     before = d.store.snapshot()
@@ -854,12 +842,6 @@ def test_an_absurdly_large_start_ms_is_rejected_not_raised() -> None:
     assert d.store.snapshot() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="decode_control accepts NaN/Infinity in params (pydantic parses them); the task "
-    "value then carries NaN, which is not JSON (RFC 8259) and breaks strict consumers",
-)
 def test_every_value_the_coordinator_emits_is_strict_json() -> None:
     d = Driver()
     d.control(
@@ -890,13 +872,6 @@ def test_the_rebuild_leaves_an_unreadable_record_alone_and_indexes_the_others() 
     assert again.store.data[NEIGHBOUR] == b"\x00 not a record"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="Processor._load decodes the stored record outside the InvalidInput handler: an "
-    "unreadable record (not JSON) raises JSONDecodeError out of on_message, although "
-    "_rebuild tolerates the same record",
-)
 def test_a_result_for_a_stream_with_an_unreadable_record_does_not_raise() -> None:
     d, task = started()
     d.store.data[SID] = b"\x00 not a record"
