@@ -29,6 +29,7 @@ from streams.core.model import (
     Upsert,
     Window,
 )
+from streams.core.replay import Replay, ReplayDecision, ReplayState
 from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy, retry_delay_ms
 
 __all__ = [
@@ -43,6 +44,9 @@ __all__ = [
     "Fixed",
     "Immediate",
     "Pause",
+    "Replay",
+    "ReplayDecision",
+    "ReplayState",
     "Result",
     "Resume",
     "RetryPolicy",

@@ -127,7 +127,7 @@ def _committed_to_list(done: CommittedWindow) -> list[Any]:
 
 def _committed_from_list(field: str, item: list[Any]) -> CommittedWindow:
     start_ms, end_ms, reason, attempts = item
-    if reason != "ack" and reason != "bypass":
+    if reason not in ("ack", "bypass", "replayed"):
         raise InvalidInput(field, f"unknown reason {reason!r}")
     return CommittedWindow(
         check_int(field, start_ms), check_int(field, end_ms), reason, check_int(field, attempts)

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias
 from streams.core.config import StreamConfig
 
 Outcome: TypeAlias = Literal["ack", "nack", "heartbeat"]
-CloseReason: TypeAlias = Literal["ack", "bypass"]
+CloseReason: TypeAlias = Literal["ack", "bypass", "replayed"]
 Ignored: TypeAlias = Literal["stale", "duplicate"]
 
 
@@ -122,9 +122,10 @@ class Task:
     dispatched_ms: int
     deadline_ms: int
     params: Mapping[str, Any]
+    replay: bool = False  # a bypassed window dispatched again (streams.core.replay)
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire = {
             "task_id": self.task_id,
             "stream_id": self.stream_id,
             "start_ms": self.start_ms,
@@ -135,6 +136,9 @@ class Task:
             "deadline_ms": self.deadline_ms,
             "params": dict(self.params),
         }
+        if self.replay:
+            wire["replay"] = True
+        return wire
 
 
 @dataclass(frozen=True, slots=True)
