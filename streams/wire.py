@@ -20,6 +20,7 @@ from streams.core import (
     Delete,
     ErrorInfo,
     Pause,
+    Replay,
     Result,
     Resume,
     Upsert,
@@ -86,7 +87,16 @@ class StreamControl(_Wire):
     stream_id: StreamId
 
 
-ControlModel = Annotated[UpsertControl | StreamControl, Field(discriminator="type")]
+class ReplayControl(_Wire):
+    """Dispatch the stream's bypassed windows overlapping (from_ms, to_ms] again."""
+
+    type: Literal["replay"]
+    stream_id: StreamId
+    from_ms: Ms
+    to_ms: Ms
+
+
+ControlModel = Annotated[UpsertControl | StreamControl | ReplayControl, Field(discriminator="type")]
 
 
 class ErrorModel(_Wire):
@@ -128,12 +138,13 @@ class TaskMessage(_Wire):
     dispatched_ms: Ms
     deadline_ms: Ms
     params: dict[str, Any]
+    replay: bool = Field(default=False, description="a bypassed window dispatched again")
 
 
 class CommittedWindowModel(_Wire):
     start_ms: Ms
     end_ms: Ms
-    reason: Literal["ack", "bypass"]
+    reason: Literal["ack", "bypass", "replayed"]
     attempts: Annotated[int, Field(ge=0)]
 
 
@@ -164,10 +175,10 @@ class RejectedMessage(_Wire):
     value: str | None = Field(description=f"the raw value, cut to {MAX_RAW_BYTES} bytes")
 
 
-_CONTROL: TypeAdapter[UpsertControl | StreamControl] = TypeAdapter(ControlModel)
+_CONTROL: TypeAdapter[UpsertControl | StreamControl | ReplayControl] = TypeAdapter(ControlModel)
 _RESULT: TypeAdapter[AckResult | NackResult | HeartbeatResult] = TypeAdapter(ResultModel)
 _TAGS = {
-    "type": "upsert, pause, resume, delete",
+    "type": "upsert, pause, resume, delete, replay",
     "outcome": "ack, nack, heartbeat",
     "strategy": "immediate, fixed, exponential",
 }
@@ -195,6 +206,7 @@ _VARIANTS = {
     "pause",
     "resume",
     "delete",
+    "replay",
     "ack",
     "nack",
     "heartbeat",
@@ -223,7 +235,7 @@ def decode_result(raw: bytes | None) -> Result:
     return Result(msg.stream_id, msg.start_ms, msg.end_ms, msg.attempt, "heartbeat")
 
 
-def decode_control(raw: bytes | None) -> Control:
+def decode_control(raw: bytes | None) -> Control | Replay:
     """A `control` value as the core's Control, or InvalidInput naming the field."""
     if raw is None:
         raise InvalidInput("value", "is empty")
@@ -231,6 +243,10 @@ def decode_control(raw: bytes | None) -> Control:
         msg = _CONTROL.validate_json(raw)
     except ValidationError as exc:
         raise _reason(exc) from None
+    if isinstance(msg, ReplayControl):
+        if msg.to_ms <= msg.from_ms:
+            raise InvalidInput("to_ms", "must be after from_ms")
+        return Replay(msg.stream_id, msg.from_ms, msg.to_ms)
     if isinstance(msg, StreamControl):
         if msg.type == "pause":
             return Pause(msg.stream_id)

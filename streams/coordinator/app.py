@@ -106,7 +106,9 @@ def prepare_topics(settings: CoordinatorSettings) -> None:
     if created:
         log.info("created topics %s", ", ".join(created))
     t = settings.topics
-    counts = partition_counts(settings.kafka, [t.control, t.results, t.ticks, t.changelog])
+    counts = partition_counts(
+        settings.kafka, [t.control, t.results, t.ticks, t.changelog, t.replays_changelog]
+    )
     wrong = {name: n for name, n in counts.items() if n != settings.partitions}
     if wrong:
         raise SystemExit(
@@ -142,20 +144,31 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         web_tables_enabled=False,
         web_router_enabled=False,
     )
-    table = app.Table(
-        "streams",
-        partitions=settings.partitions,
-        key_type=bytes,  # bytes means the "raw" serializer: records are our own JSON
-        value_type=bytes,
-        # One RocksDB per partition; the default block cache (2 GiB each) is for big servers.
-        options={
-            "driver": "rocksdict",
-            "block_cache_size": 64 * 1024 * 1024,
-            "write_buffer_size": 16 * 1024 * 1024,
-        },
-    )
+
+    def table(name: str, cache_mb: int) -> Any:
+        return app.Table(
+            name,
+            partitions=settings.partitions,
+            key_type=bytes,  # bytes means the "raw" serializer: records are our own JSON
+            value_type=bytes,
+            # One RocksDB per partition; the default block cache (2 GiB each) is for big servers.
+            options={
+                "driver": "rocksdict",
+                "block_cache_size": cache_mb * 1024 * 1024,
+                "write_buffer_size": 16 * 1024 * 1024,
+            },
+        )
+
     app.output = output = KafkaOutput(settings.kafka)
-    processor = Processor(t, settings.partitions, TableStore(table), output, settings.flush_ms)
+    processor = Processor(
+        t,
+        settings.partitions,
+        TableStore(table("streams", 64)),
+        output,
+        settings.flush_ms,
+        replay_store=TableStore(table("replays", 8)),
+        replay_concurrency=settings.replay_concurrency,
+    )
     inputs = app.topic(
         t.control, t.results, t.ticks,
         key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",

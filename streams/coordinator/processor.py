@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Iterable
 
 import orjson
 from aiokafka.partitioner import murmur2
 
 from streams.coordinator.index import DueIndex
+from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.record import Record
+from streams.coordinator.replays import ReplayLane
 from streams.coordinator.topics import Topics
 from streams.core import (
     Commit,
     Decision,
+    Replay,
+    Result,
     Upsert,
     advance,
     apply_control,
@@ -46,19 +50,6 @@ TICK_RESEND_MS = 5000
 RECORD_CACHE_SIZE = 100_000
 
 
-class StateStore(Protocol):
-    def get(self, stream_id: str) -> bytes | None: ...
-    def set(self, stream_id: str, value: bytes) -> None: ...
-    def delete(self, stream_id: str) -> None: ...
-    def items(self) -> Iterable[tuple[str, bytes]]: ...
-
-
-class Emitter(Protocol):
-    def send(
-        self, topic: str, key: bytes, value: bytes, on_delivered: Callable[[], None] | None = None
-    ) -> None: ...
-
-
 def partition_of(key: bytes, partitions: int) -> int:
     """The partition the Java client, aiokafka and Faust give `key` (murmur2)."""
     return int(murmur2(key) & 0x7FFFFFFF) % partitions
@@ -76,6 +67,9 @@ class Processor:
         store: StateStore,
         emitter: Emitter,
         flush_ms: int = 200,
+        replay_store: StateStore | None = None,
+        replay_concurrency: int = 2,
+        metrics: CoordinatorMetrics | None = None,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -84,6 +78,7 @@ class Processor:
         self.flush_ms = flush_ms
         self.index = DueIndex()
         self.stats: Counter[str] = Counter()
+        self.metrics = CoordinatorMetrics() if metrics is None else metrics
         self._assigned: set[int] = set()
         self._unbuilt: set[int] = set()
         self._tick_sent: dict[int, int] = {}
@@ -91,6 +86,11 @@ class Processor:
         self._commit_delivered: dict[str, int] = {}
         self._bypass_delivered: dict[str, set[int]] = {}
         self._cache: OrderedDict[str, tuple[bytes, Record]] = OrderedDict()
+        self.replays = (
+            None
+            if replay_store is None
+            else ReplayLane(topics, replay_store, emitter, self.stats, replay_concurrency)
+        )
 
     # -- partition ownership -------------------------------------------------------------
 
@@ -103,11 +103,15 @@ class Processor:
                 self._tick_sent.pop(p, None)
 
     def on_revoked(self, partitions: Iterable[int]) -> None:
-        for p in partitions:
+        revoked = set(partitions)
+        for p in revoked:
             self._assigned.discard(p)
             self._unbuilt.discard(p)
             self._tick_sent.pop(p, None)
             self.index.drop(p)
+            self.metrics.drop_partition(p)
+        if self.replays is not None and revoked:
+            self.replays.forget(lambda s: partition_of(s.encode(), self.partitions) in revoked)
 
     @property
     def assigned(self) -> frozenset[int]:
@@ -163,7 +167,10 @@ class Processor:
                 stream_id = result.stream_id
                 self._check_key(stream_id, key, partition)
                 self.stats[f"results_{result.outcome}"] += 1
+                self.metrics.result(result.outcome)
                 record = self._load(stream_id)
+                if record is not None and self._replay_result(partition, record, result, now_ms):
+                    return
                 decision = apply_result(record.state if record else None, result, now_ms)
             elif topic == self.topics.control:
                 control = decode_control(value)
@@ -172,6 +179,9 @@ class Processor:
                 )
                 self._check_key(stream_id, key, partition)
                 record = self._load(stream_id)
+                if isinstance(control, Replay):
+                    self._replay_request(partition, record, control, now_ms)
+                    return
                 decision = apply_control(record.state if record else None, control, now_ms)
             else:
                 raise InvalidInput("topic", f"{topic!r} is not an input topic")
@@ -183,7 +193,10 @@ class Processor:
             return
         if decision.ignored is not None:
             self.stats[decision.ignored] += 1
+            self.metrics.ignored(decision.ignored)
             return
+        if topic == self.topics.results:
+            self.metrics.accepted(stream_id, result, now_ms)
         self._apply(partition, stream_id, record, decision, now_ms)
 
     def on_tick(self, partition: int, now_ms: int) -> None:
@@ -201,6 +214,8 @@ class Processor:
                 continue
             if record is None:
                 continue
+            if self.replays is not None:
+                self.replays.advance(record.state, now_ms)
             self._apply(partition, stream_id, record, advance(record.state, now_ms), now_ms)
 
     # -- the steps -------------------------------------------------------------------------
@@ -255,8 +270,11 @@ class Processor:
         state = decision.state
         self.stats["timeouts"] += decision.timeouts
         self.stats["requeues"] += decision.requeues
+        self.metrics.applied(partition, stream_id, decision)
         if state is None:
             self.store.delete(stream_id)
+            if self.replays is not None:
+                self.replays.delete(stream_id)
             self.index.set(partition, stream_id, None)
             self._forget(stream_id)
             return
@@ -272,16 +290,50 @@ class Processor:
             record.pending_bypasses.append(wire)
             self._send_bypass(stream_id, wire)
         self.stats["bypasses"] += len(decision.bypasses)
+        if decision.bypasses and self.replays is not None:
+            self.replays.note_bypasses(stream_id, decision.bypasses)
         flush_at = self._flush_if_due(record, now_ms)
         encoded = record.encode()
         self.store.set(stream_id, encoded)
         self._remember(stream_id, encoded, record)
         self._commit_delivered.pop(stream_id, None)  # now recorded in the saved outbox
         self._bypass_delivered.pop(stream_id, None)
-        wake = next_due_ms(state)
-        if flush_at is not None:
-            wake = flush_at if wake is None else min(wake, flush_at)
-        self.index.set(partition, stream_id, wake)
+        self._reindex(partition, record, flush_at)
+
+    def _reindex(self, partition: int, record: Record, flush_at: int | None = None) -> None:
+        """When the stream next needs the clock: a dispatch, a deadline, a flush or a replay."""
+        stream_id = record.state.config.stream_id
+        wakes = [next_due_ms(record.state), flush_at]
+        if self.replays is not None:
+            wakes.append(self.replays.next_due_ms(stream_id))
+        due = [w for w in wakes if w is not None]
+        self.index.set(partition, stream_id, min(due) if due else None)
+
+    def _replay_request(
+        self, partition: int, record: Record | None, replay: Replay, now_ms: int
+    ) -> None:
+        if record is None:
+            raise InvalidInput("stream_id", "unknown stream")
+        if self.replays is None:
+            raise InvalidInput("type", "replay is not enabled on this coordinator")
+        rejected = self.replays.request(record.state, replay, now_ms)
+        if rejected is not None:
+            raise InvalidInput("replay", rejected)
+        self._reindex(partition, record)
+
+    def _replay_result(self, partition: int, record: Record, result: Result, now_ms: int) -> bool:
+        """Handle a result of the replay lane; False when it belongs to the live lane."""
+        if self.replays is None:
+            return False
+        decision = self.replays.on_result(record.state, result, now_ms)
+        if decision is None:
+            return False
+        if decision.rejected is not None:
+            raise InvalidInput("attempt", decision.rejected)
+        if decision.ignored is not None:
+            self.stats[decision.ignored] += 1
+        self._reindex(partition, record)
+        return True
 
     def _flush_if_due(self, record: Record, now_ms: int) -> int | None:
         """Announce the stream's finished windows at most once per flush interval.
@@ -319,6 +371,7 @@ class Processor:
             self.topics.commits, stream_id.encode(), _json(commit.to_wire()), delivered
         )
         self.stats["commits"] += 1
+        self.metrics.committed(commit)
 
     def _send_bypass(self, stream_id: str, wire: dict[str, object]) -> None:
         start_ms = wire["start_ms"]
@@ -342,6 +395,7 @@ class Processor:
             if record is None:
                 continue
             count += 1
+            self.metrics.track(p, record.state)
             commit = record.outbox_commit(now_ms)
             if commit is not None:
                 self._send_commit(commit)
@@ -352,6 +406,12 @@ class Processor:
             if record.state.unannounced:
                 wake = now_ms if wake is None else min(wake, now_ms)
             self.index.set(p, stream_id, wake)
+        if self.replays is not None:
+            for stream_id in self.replays.rebuild(
+                lambda s: partition_of(s.encode(), self.partitions) in partitions
+            ):
+                p = partition_of(stream_id.encode(), self.partitions)
+                self.index.set(p, stream_id, now_ms)  # its first tick re-indexes it fully
         self._unbuilt -= partitions
         log.info("indexed %d streams of partitions %s", count, sorted(partitions))
 
@@ -372,6 +432,7 @@ class Processor:
         value: bytes | None,
     ) -> None:
         self.stats["rejected"] += 1
+        self.metrics.rejected(topic)
         log.warning("rejected %s[%d]@%d: %s", topic, partition, offset, reason)
         self.emitter.send(
             self.topics.rejected,

@@ -35,8 +35,12 @@ class CoordinatorSettings:
     flush_ms: int = 200
     tick_interval_ms: int = 100
     session_timeout_ms: int = 10000
+    replay_concurrency: int = 2
     web_host: str = "127.0.0.1"
     web_port: int = 6066
+    # /metrics: how many laggards get a stream_id label, and what lag counts as behind.
+    top_laggards: int = 20
+    behind_threshold_s: int = 300
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
@@ -47,6 +51,10 @@ class CoordinatorSettings:
             raise InvalidInput("flush_ms", "must not be negative")
         if self.tick_interval_ms < 10:
             raise InvalidInput("tick_interval_ms", "must be at least 10")
+        if self.top_laggards < 0:
+            raise InvalidInput("top_laggards", "must not be negative")
+        if self.behind_threshold_s < 0:
+            raise InvalidInput("behind_threshold_s", "must not be negative")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CoordinatorSettings:
@@ -60,6 +68,9 @@ class CoordinatorSettings:
             flush_ms=_env_int(env, "TIDEMARK_FLUSH_MS", 200, 0),
             tick_interval_ms=_env_int(env, "TIDEMARK_TICK_MS", 100, 10),
             session_timeout_ms=_env_int(env, "TIDEMARK_SESSION_TIMEOUT_MS", 10000, 6000),
+            replay_concurrency=_env_int(env, "TIDEMARK_REPLAY_CONCURRENCY", 2, 1),
             web_host=env.get("TIDEMARK_WEB_HOST") or "127.0.0.1",
             web_port=_env_int(env, "TIDEMARK_WEB_PORT", 6066, 0),
+            top_laggards=_env_int(env, "TIDEMARK_TOP_LAGGARDS", 20, 0),
+            behind_threshold_s=_env_int(env, "TIDEMARK_BEHIND_THRESHOLD_S", 300, 0),
         )

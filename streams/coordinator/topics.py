@@ -50,6 +50,10 @@ class Topics:
     def changelog(self) -> str:
         return f"{self.app_id}-streams-changelog"
 
+    @property
+    def replays_changelog(self) -> str:
+        return f"{self.app_id}-replays-changelog"
+
     def specs(self, partitions: int, replication: int) -> list[TopicSpec]:
         """Every topic the coordinator reads or writes, with its partition count and config.
 
@@ -61,4 +65,5 @@ class Topics:
         specs = [TopicSpec(name, partitions, replication) for name in same]
         specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
+        specs.append(TopicSpec(self.replays_changelog, partitions, replication, COMPACTED))
         return specs

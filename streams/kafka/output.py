@@ -40,7 +40,11 @@ class KafkaOutput:
         log.error("output producer: %s", err)
 
     def send(
-        self, topic: str, key: bytes, value: bytes, on_delivered: Callable[[], None] | None = None
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes | None,
+        on_delivered: Callable[[], None] | None = None,
     ) -> None:
         """Queue one message; `on_delivered` runs on the event loop once the broker has it."""
         if self._loop is None:

@@ -350,3 +350,104 @@ def test_two_coordinators_split_partitions_and_take_over(
     finally:
         b.kill()
         a.stop()
+
+
+# -- replay of bypassed windows ----------------------------------------------------------------
+
+
+def _bypass_first_window(feed: Feed, tail: Tail, s: str, start: int) -> dict[str, Any]:
+    """Nack the stream's first window until it is bypassed; ack every later one."""
+    answered: set[str] = set()
+
+    def bypassed() -> list[Any]:
+        for task in tasks_of(tail, s):
+            if task["task_id"] not in answered and not task.get("replay"):
+                answered.add(task["task_id"])
+                if task["start_ms"] == start:
+                    feed.nack(task, "no_data", "source down")
+                else:
+                    feed.ack(task)
+        return tail.values("bypassed", s)
+
+    record: dict[str, Any] = tail.wait_for("a bypass", bypassed, timeout_s=20)[0]
+    return record
+
+
+def test_replay_that_acks_unlists_the_window_and_keeps_progress(feed: Feed, tail: Tail) -> None:
+    s, start = sid(), past_start(windows=3)
+    feed.upsert(s, start, **FAST)
+    record = _bypass_first_window(feed, tail, s, start)
+    target = start + 3 * WINDOW
+    tail.wait_for("progress past the bypass", lambda: [
+        c for c in tail.values("commits", s) if c["downstream_ms"] >= target])  # fmt: skip
+    before = tail.values("commits", s)[-1]["downstream_ms"]
+
+    feed.send("control", {"type": "replay", "stream_id": s, "from_ms": start,
+                          "to_ms": start + WINDOW})  # fmt: skip
+    replay = tail.wait_for("the replay task", lambda: [
+        t for t in tasks_of(tail, s) if t.get("replay")])[0]  # fmt: skip
+    assert (replay["start_ms"], replay["end_ms"]) == (start, start + WINDOW)
+    assert replay["attempt"] == record["attempts"] + 1
+    feed.ack(replay)
+
+    def tombstoned() -> bool:
+        return any(key == f"{s}/{start}" and value is None
+                   for _, key, value in tail.messages["bypassed"])  # fmt: skip
+
+    tail.wait_for("a tombstone on bypassed", tombstoned)
+    replayed = tail.wait_for("the replayed commit", lambda: [
+        c for c in tail.values("commits", s)
+        if c["windows"] and c["windows"][0]["reason"] == "replayed"])[0]  # fmt: skip
+    assert replayed["windows"] == [
+        {"start_ms": start, "end_ms": start + WINDOW, "reason": "replayed",
+         "attempts": replay["attempt"]}]  # fmt: skip
+    assert replayed["downstream_ms"] == replayed["previous_ms"] == before  # progress unchanged
+
+
+def test_replay_that_fails_keeps_the_window_listed(feed: Feed, tail: Tail) -> None:
+    s, start = sid(), past_start(windows=3)
+    feed.upsert(s, start, **FAST)
+    record = _bypass_first_window(feed, tail, s, start)
+    feed.send("control", {"type": "replay", "stream_id": s, "from_ms": start - 1,
+                          "to_ms": start + 1})  # fmt: skip
+    replay = tail.wait_for("the replay task", lambda: [
+        t for t in tasks_of(tail, s) if t.get("replay")])[0]  # fmt: skip
+    feed.nack(replay, "export", "receiver down")
+    relisted = tail.wait_for("the window listed again", lambda: [
+        v for _, k, v in tail.messages["bypassed"]
+        if k == f"{s}/{start}" and v and v["attempts"] > record["attempts"]])[0]  # fmt: skip
+    assert relisted["attempts"] == replay["attempt"]
+    assert relisted["last_error"] == {"kind": "export", "message": "receiver down"}
+    assert not any(k == f"{s}/{start}" and v is None for _, k, v in tail.messages["bypassed"])
+
+
+def test_live_windows_keep_their_pace_during_a_replay(feed: Feed, tail: Tail) -> None:
+    s = sid()
+    now = now_ms()
+    start = now - now % 1000 - 2000
+    # A long timeout: the replay below is never answered and stays in flight for 10 s.
+    feed.upsert(s, start, window_ms=1000, step_ms=1000, **{**FAST, "task_timeout_ms": 10_000})
+    answered: set[str] = set()
+
+    def on_time_after_replay() -> list[dict[str, Any]]:
+        for task in tasks_of(tail, s):
+            if task["task_id"] in answered or task.get("replay"):
+                continue  # the replay hangs: it must not hold the live lane back
+            answered.add(task["task_id"])
+            (feed.nack if task["start_ms"] == start else feed.ack)(task)
+        replays = [t for t in tasks_of(tail, s) if t.get("replay")]
+        if tail.values("bypassed", s) and not replays and f"replay-{s}" not in answered:
+            answered.add(f"replay-{s}")
+            feed.send("control", {"type": "replay", "stream_id": s, "from_ms": start,
+                                  "to_ms": start + 1000})  # fmt: skip
+        if not replays:
+            return []
+        on_time = [t for t in tasks_of(tail, s) if not t.get("replay")
+                   and t["dispatched_ms"] > replays[0]["dispatched_ms"]
+                   and t["dispatched_ms"] - t["end_ms"] < 1000]  # fmt: skip
+        return on_time if len(on_time) >= 3 else []
+
+    on_time = tail.wait_for("live windows on time during the replay", on_time_after_replay, 30)
+    replay = next(t for t in tasks_of(tail, s) if t.get("replay"))
+    # The replay was still in flight (its deadline not reached) while they went out.
+    assert all(t["dispatched_ms"] < replay["deadline_ms"] for t in on_time[:3])

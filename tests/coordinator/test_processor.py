@@ -457,12 +457,12 @@ def upsert_raw(**changes: Any) -> bytes:
         bad_control(
             "control without type",
             b'{"stream_id": "cluster-a"}',
-            "type: is required; one of upsert, pause, resume, delete",
+            "type: is required; one of upsert, pause, resume, delete, replay",
         ),
         bad_control(
             "unknown control",
             b'{"type": "stop", "stream_id": "cluster-a"}',
-            "type: is not valid; one of upsert, pause, resume, delete",
+            "type: is not valid; one of upsert, pause, resume, delete, replay",
         ),
         bad_control(
             "upsert without start_ms", upsert_raw(start_ms=None), "start_ms: Field required"

@@ -61,11 +61,13 @@ class Tail:
                 continue
             topic = msg.topic().removeprefix(f"{self.prefix}.")
             key = (msg.key() or b"").decode()
-            self.messages[topic].append((time.time_ns() // 1_000_000, key, json.loads(msg.value())))
+            raw = msg.value()  # None: a tombstone
+            value = None if raw is None else json.loads(raw)
+            self.messages[topic].append((time.time_ns() // 1_000_000, key, value))
 
     def values(self, topic: str, stream_id: str | None = None) -> list[Any]:
-        return [v for _, _, v in self.messages[topic]
-                if stream_id is None or v.get("stream_id") == stream_id]  # fmt: skip
+        return [v for _, _, v in self.messages[topic] if v is not None
+                and (stream_id is None or v.get("stream_id") == stream_id)]  # fmt: skip
 
     def wait_for(self, what: str, check: Callable[[], Any], timeout_s: float = 30) -> Any:
         """Poll until `check()` is truthy and return it; fail with `what` at the deadline."""

@@ -1,0 +1,366 @@
+"""The coordinator's Prometheus metrics, in a registry of its own (one per Processor).
+
+The Processor calls the hooks below while it handles events; everything else is computed when
+Prometheus scrapes, from small in-memory maps the hooks keep up to date, so that a scrape never
+reads the table. Counters and histograms:
+
+- ``tidemark_results_total{outcome}``: decoded results by outcome (ack, nack, heartbeat);
+- ``tidemark_ignored_total{reason}``: results ignored as ``stale`` or ``duplicate``;
+- ``tidemark_rejected_total{topic}``: inputs rejected (sent to ``rejected``), by source topic;
+- ``tidemark_requeues_total``, ``tidemark_timeouts_total``, ``tidemark_bypasses_total``,
+  ``tidemark_tasks_dispatched_total``, ``tidemark_commits_total``;
+- ``tidemark_dispatch_delay_seconds``: dispatch time minus due time (``end_ms + delay_ms`` for a
+  first attempt, the retry time for a retry);
+- ``tidemark_ack_to_commit_seconds``: from handling an ack to sending the commit announcing it.
+
+Computed at scrape time, over the streams of the partitions this coordinator owns:
+
+- ``tidemark_windows_in_flight``: windows dispatched and awaiting a result;
+- ``tidemark_progress_lag_seconds``: a gauge histogram of ``now - downstream_ms``;
+- ``tidemark_progress_lag_top_seconds{stream_id}``: the N streams that lag most (bounded labels);
+- ``tidemark_streams_behind{threshold}``: how many streams lag more than the threshold (seconds).
+
+Read from the cluster every few seconds by a background thread (``ConsumerLagCollector``):
+
+- ``tidemark_consumer_lag{group,topic,partition}``: high watermark - committed offset, for the
+  coordinators' group and the workers' groups (``streams.kafka.lag``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
+
+from streams.coordinator.topics import Topics
+from streams.core import Commit, Decision, Result, StreamState
+from streams.errors import TidemarkError
+from streams.kafka.lag import LagRow
+
+log = logging.getLogger("streams.coordinator")
+
+OUTCOMES: Final = ("ack", "nack", "heartbeat")
+IGNORED: Final = ("stale", "duplicate")
+TOP_LAGGARDS: Final = 20
+BEHIND_THRESHOLD_S: Final = 300
+DISPATCH_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+ACK_TO_COMMIT_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+PROGRESS_BUCKETS: Final = (
+    *(15, 30, 60, 120, 300, 600, 1800, 3600),
+    *(4 * 3600, 12 * 3600, 86400, 7 * 86400, 30 * 86400),
+)
+# Acks of one stream waiting for their commit; more only happens with partial acks piling up,
+# and dropping the oldest then only loses samples.
+MAX_PENDING_ACKS = 1000
+# Consumer lag is read from the cluster at most this often, in a thread of its own.
+LAG_REFRESH_S = 5.0
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Stream:
+    partition: int
+    downstream_ms: int
+    in_flight: int
+
+
+class CoordinatorMetrics:
+    """The coordinator's metrics and the hooks that feed them (see the module docstring)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        top_laggards: int = TOP_LAGGARDS,
+        behind_threshold_s: float = BEHIND_THRESHOLD_S,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.registry = CollectorRegistry() if registry is None else registry
+        r = self.registry
+        results = Counter(
+            "tidemark_results", "Results decoded, by outcome.", ["outcome"], registry=r
+        )
+        self._results = {outcome: results.labels(outcome) for outcome in OUTCOMES}
+        ignored = Counter("tidemark_ignored", "Results ignored, by reason.", ["reason"], registry=r)
+        self._ignored = {reason: ignored.labels(reason) for reason in IGNORED}
+        self._rejected = Counter(
+            "tidemark_rejected", "Inputs rejected, by source topic.", ["topic"], registry=r
+        )
+        self.requeues = Counter("tidemark_requeues", "Failures scheduled for a retry.", registry=r)
+        self.timeouts = Counter("tidemark_timeouts", "Attempts whose deadline passed.", registry=r)
+        self.bypasses = Counter("tidemark_bypasses", "Windows given up (bypassed).", registry=r)
+        self.tasks = Counter("tidemark_tasks_dispatched", "Tasks sent to workers.", registry=r)
+        self.commits = Counter("tidemark_commits", "Commits sent, re-announced too.", registry=r)
+        self.dispatch_delay = Histogram(
+            "tidemark_dispatch_delay_seconds",
+            "How long after it was due a window was dispatched.",
+            buckets=DISPATCH_BUCKETS,
+            registry=r,
+        )
+        self.ack_to_commit = Histogram(
+            "tidemark_ack_to_commit_seconds",
+            "From handling an ack to sending the commit that announces its window.",
+            buckets=ACK_TO_COMMIT_BUCKETS,
+            registry=r,
+        )
+        self._streams: dict[str, _Stream] = {}
+        self._in_flight = 0
+        self._acks: dict[str, list[tuple[int, int]]] = {}  # stream -> [(ack_ms, handled_ms)]
+        r.register(ProgressCollector(self, top_laggards, behind_threshold_s, clock_ms))
+
+    # -- hooks, called by the Processor ---------------------------------------------------
+
+    def result(self, outcome: str) -> None:
+        self._results[outcome].inc()  # the wire contract admits only these outcomes
+
+    def ignored(self, reason: str) -> None:
+        self._ignored[reason].inc()
+
+    def rejected(self, topic: str) -> None:
+        self._rejected.labels(topic).inc()
+
+    def accepted(self, stream_id: str, result: Result, now_ms: int) -> None:
+        """A result about to be applied: an ack starts its ack-to-commit clock."""
+        if result.outcome != "ack" or result.ack_ms is None:
+            return
+        pending = self._acks.setdefault(stream_id, [])
+        pending.append((result.ack_ms, now_ms))
+        if len(pending) > MAX_PENDING_ACKS:
+            del pending[0]
+
+    def applied(self, partition: int, stream_id: str, decision: Decision) -> None:
+        """A decision about to be emitted and saved: count it and track the stream."""
+        state = decision.state
+        if state is None:
+            self.forget(stream_id)
+            return
+        if decision.timeouts:
+            self.timeouts.inc(decision.timeouts)
+        if decision.requeues:
+            self.requeues.inc(decision.requeues)
+        if decision.bypasses:
+            self.bypasses.inc(len(decision.bypasses))
+        if decision.tasks:
+            self.tasks.inc(len(decision.tasks))
+            dispatched = {task.start_ms: task.dispatched_ms for task in decision.tasks}
+            for window in state.windows:  # a dispatched window still holds the due time it had
+                at_ms = dispatched.get(window.start_ms)
+                if at_ms is not None:
+                    self.dispatch_delay.observe(max(0, at_ms - window.due_ms) / 1000)
+        self.track(partition, state)
+
+    def committed(self, commit: Commit) -> None:
+        self.commits.inc()
+        pending = self._acks.get(commit.stream_id)
+        if not pending:
+            return
+        kept = []
+        for ack_ms, handled_ms in pending:
+            if ack_ms <= commit.downstream_ms:
+                self.ack_to_commit.observe(max(0, commit.committed_ms - handled_ms) / 1000)
+            else:
+                kept.append((ack_ms, handled_ms))
+        if kept:
+            self._acks[commit.stream_id] = kept
+        else:
+            del self._acks[commit.stream_id]
+
+    def track(self, partition: int, state: StreamState) -> None:
+        """Remember the stream's progress and windows in flight (on every save and rebuild)."""
+        stream_id = state.config.stream_id
+        in_flight = sum(1 for window in state.windows if window.in_flight)
+        entry = self._streams.get(stream_id)
+        if entry is None:
+            self._streams[stream_id] = _Stream(partition, state.downstream_ms, in_flight)
+            self._in_flight += in_flight
+            return
+        self._in_flight += in_flight - entry.in_flight
+        entry.partition = partition
+        entry.downstream_ms = state.downstream_ms
+        entry.in_flight = in_flight
+
+    def forget(self, stream_id: str) -> None:
+        entry = self._streams.pop(stream_id, None)
+        if entry is not None:
+            self._in_flight -= entry.in_flight
+        self._acks.pop(stream_id, None)
+
+    def drop_partition(self, partition: int) -> None:
+        """The partition went to another coordinator: its streams are no longer ours to report."""
+        for stream_id in [s for s, e in self._streams.items() if e.partition == partition]:
+            self.forget(stream_id)
+
+    # -- read by the collector ------------------------------------------------------------
+
+    @property
+    def windows_in_flight(self) -> int:
+        return self._in_flight
+
+    def downstreams(self) -> list[tuple[str, int]]:
+        """(stream_id, downstream_ms) of every tracked stream: a snapshot, safe to iterate."""
+        return [
+            (stream_id, entry.downstream_ms) for stream_id, entry in list(self._streams.items())
+        ]
+
+
+class ProgressCollector:
+    """Computes progress lag and windows in flight at scrape time: O(streams), no table reads."""
+
+    def __init__(
+        self,
+        metrics: CoordinatorMetrics,
+        top_laggards: int,
+        behind_threshold_s: float,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self._metrics = metrics
+        self._top = top_laggards
+        self._threshold_s = behind_threshold_s
+        self._clock_ms = clock_ms
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        now_ms = self._clock_ms()
+        lags = [(stream_id, max(0, now_ms - ms) / 1000) for stream_id, ms in
+                self._metrics.downstreams()]  # fmt: skip
+        counts = [0] * (len(PROGRESS_BUCKETS) + 1)
+        behind = 0
+        total = 0.0
+        for _, lag_s in lags:
+            counts[bisect_left(PROGRESS_BUCKETS, lag_s)] += 1
+            total += lag_s
+            behind += lag_s > self._threshold_s
+        cumulative, buckets = 0, []
+        for bound, count in zip((*PROGRESS_BUCKETS, float("inf")), counts, strict=True):
+            cumulative += count
+            buckets.append((_le(bound), float(cumulative)))
+        in_flight, histogram, top, streams_behind = self._families()
+        in_flight.add_metric([], self._metrics.windows_in_flight)
+        histogram.add_metric([], buckets, total)
+        for stream_id, lag_s in heapq.nlargest(self._top, lags, key=lambda item: item[1]):
+            top.add_metric([stream_id], lag_s)
+        streams_behind.add_metric([f"{self._threshold_s:g}"], behind)
+        return [in_flight, histogram, top, streams_behind]
+
+    def _families(
+        self,
+    ) -> tuple[GaugeMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                "tidemark_windows_in_flight", "Windows dispatched and awaiting a result."
+            ),
+            GaugeHistogramMetricFamily(
+                "tidemark_progress_lag_seconds",
+                "now - downstream_ms over the owned streams (a snapshot at scrape time).",
+            ),
+            GaugeMetricFamily(
+                "tidemark_progress_lag_top_seconds",
+                f"Progress lag of the {self._top} owned streams furthest behind.",
+                labels=["stream_id"],
+            ),
+            GaugeMetricFamily(
+                "tidemark_streams_behind",
+                "Owned streams whose progress lag exceeds the threshold (seconds).",
+                labels=["threshold"],
+            ),
+        )
+
+
+def _le(bound: float) -> str:
+    """A bucket bound as prometheus_client's own histograms write it ("15.0", "+Inf")."""
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+class ConsumerLagCollector:
+    """Serves ``tidemark_consumer_lag`` from rows that a background thread refreshes.
+
+    Kafka admin calls take up to seconds, so a scrape never makes them: it reads the last rows,
+    which ``fetch`` refreshes every ``interval_s`` between ``start()`` and ``stop()``. Rows older
+    than ``stale_after_s`` (the cluster stopped answering) are no longer served.
+    """
+
+    def __init__(
+        self,
+        fetch: Callable[[], list[LagRow]],
+        interval_s: float = LAG_REFRESH_S,
+        stale_after_s: float = 60.0,
+    ) -> None:
+        self._fetch = fetch
+        self._interval_s = interval_s
+        self._stale_after_s = stale_after_s
+        self._rows: tuple[float, list[LagRow]] | None = None  # (monotonic time, rows)
+        self._updated_s: float | None = None  # wall time of the last refresh that worked
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="consumer-lag", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def refresh(self) -> bool:
+        """Fetch the rows once; on failure keep the last ones (until stale) and log why."""
+        try:
+            rows = self._fetch()
+        except TidemarkError as exc:
+            log.warning("consumer lag not refreshed: %s", exc)
+            return False
+        self._rows = (time.monotonic(), rows)  # one reference swap: readers see old or new
+        self._updated_s = time.time()
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except Exception:  # a bug must not end the refreshes for good
+                log.exception("consumer lag refresh failed")
+            self._stop.wait(self._interval_s)
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        lag, updated = self._families()
+        snapshot = self._rows
+        if snapshot is not None and time.monotonic() - snapshot[0] <= self._stale_after_s:
+            for row in snapshot[1]:
+                lag.add_metric([row.group, row.topic, str(row.partition)], row.lag)
+        if self._updated_s is not None:
+            updated.add_metric([], self._updated_s)
+        return [lag, updated]
+
+    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                "tidemark_consumer_lag",
+                "Records a consumer group has still to read: high watermark - committed offset.",
+                labels=["group", "topic", "partition"],
+            ),
+            GaugeMetricFamily(
+                "tidemark_consumer_lag_updated_timestamp_seconds",
+                "When the consumer lag was last read from the cluster (unix time).",
+            ),
+        )
+
+
+def consumer_groups(topics: Topics) -> tuple[str, ...]:
+    """The group id prefixes whose lag a coordinator reports: its own and the workers'."""
+    return (topics.app_id, f"{topics.prefix}-workers-")

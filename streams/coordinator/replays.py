@@ -1,0 +1,161 @@
+"""The replay lane's adapter: load a stream's replay state, decide through the core, save, emit.
+
+Replay state lives in its own table (`replays`, keyed like the streams table), so the hot path
+of live windows never reads or writes it; it is touched on bypasses, replay requests and results
+of replay tasks only. Windows in the lane never move `downstream_ms`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+import orjson
+
+from streams.coordinator.ports import Emitter, StateStore
+from streams.coordinator.topics import Topics
+from streams.core import (
+    BypassRecord,
+    Commit,
+    Replay,
+    ReplayDecision,
+    ReplayState,
+    Result,
+    StreamState,
+)
+from streams.core import replay as lane
+from streams.errors import InvalidInput
+
+log = logging.getLogger("streams.coordinator")
+
+
+class ReplayLane:
+    def __init__(
+        self,
+        topics: Topics,
+        store: StateStore,
+        emitter: Emitter,
+        stats: Counter[str],
+        concurrency: int = 2,
+    ) -> None:
+        self.topics = topics
+        self.store = store
+        self.emitter = emitter
+        self.stats = stats
+        self.concurrency = concurrency
+        self._busy: set[str] = set()  # streams with a replay queued or in flight
+
+    def busy(self, stream_id: str) -> bool:
+        return stream_id in self._busy
+
+    def next_due_ms(self, stream_id: str) -> int | None:
+        if stream_id not in self._busy:
+            return None
+        state = self._load(stream_id)
+        return None if state is None else lane.next_due_ms(state)
+
+    def note_bypasses(self, stream_id: str, bypasses: Iterable[BypassRecord]) -> None:
+        state = self._load(stream_id) or ReplayState(stream_id)
+        for record in bypasses:
+            lane.note_bypass(state, record)
+        self._save(state)
+
+    def request(self, live: StreamState, replay: Replay, now_ms: int) -> str | None:
+        """Start a replay; return a rejection reason, or None."""
+        state = self._load(replay.stream_id)
+        if state is None:
+            return f"no bypassed window of {replay.stream_id!r} is listed"
+        config = live.config
+        decision = lane.request(
+            state, config, replay.from_ms, replay.to_ms, self.concurrency, now_ms
+        )
+        if decision.rejected is None:
+            self.stats["replays_requested"] += 1
+            self._emit(state, live, decision, now_ms)
+        return decision.rejected
+
+    def on_result(self, live: StreamState, result: Result, now_ms: int) -> ReplayDecision | None:
+        """Handle a result if it belongs to the replay lane (None: it is the live lane's)."""
+        if result.stream_id not in self._busy:
+            return None
+        state = self._load(result.stream_id)
+        if state is None:
+            return None
+        decision = lane.on_result(state, live.config, result, self.concurrency, now_ms)
+        if decision is not None and decision.rejected is None and decision.ignored is None:
+            self._emit(state, live, decision, now_ms)
+        return decision
+
+    def advance(self, live: StreamState, now_ms: int) -> None:
+        stream_id = live.config.stream_id
+        if stream_id not in self._busy:
+            return
+        state = self._load(stream_id)
+        if state is not None:
+            decision = lane.advance(state, live.config, self.concurrency, now_ms)
+            if decision.tasks or decision.relisted:
+                self._emit(state, live, decision, now_ms)
+
+    def delete(self, stream_id: str) -> None:
+        self._busy.discard(stream_id)
+        if self.store.get(stream_id) is not None:
+            self.store.delete(stream_id)
+
+    def rebuild(self, owned: Callable[[str], bool]) -> list[str]:
+        """Find busy replays of newly owned streams; return their ids."""
+        found = []
+        for stream_id, raw in self.store.items():
+            if not owned(stream_id):
+                continue
+            state = self._decode(stream_id, raw)
+            if state is not None and state.busy:
+                self._busy.add(stream_id)
+                found.append(stream_id)
+        return found
+
+    def forget(self, owned: Callable[[str], bool]) -> None:
+        self._busy = {s for s in self._busy if not owned(s)}
+
+    def _emit(
+        self, state: ReplayState, live: StreamState, decision: ReplayDecision, now_ms: int
+    ) -> None:
+        stream_id = state.stream_id
+        key = stream_id.encode()
+        for task in decision.tasks:
+            self.emitter.send(self.topics.tasks, key, orjson.dumps(task.to_wire()))
+        for start_ms in decision.unlisted:  # a tombstone: the window is no longer bypassed
+            self.emitter.send(self.topics.bypassed, f"{stream_id}/{start_ms}".encode(), None)
+        for record in decision.relisted:
+            self.emitter.send(self.topics.bypassed, record.key.encode(),
+                              orjson.dumps(record.to_wire()))  # fmt: skip
+        if decision.replayed:
+            mark = live.downstream_ms  # a replay never moves the stream's progress
+            commit = Commit(stream_id, mark, mark, now_ms, decision.replayed)
+            self.emitter.send(self.topics.commits, key, orjson.dumps(commit.to_wire()))
+        self.stats["replay_tasks"] += len(decision.tasks)
+        self.stats["replayed"] += len(decision.replayed)
+        self.stats["replay_failures"] += len(decision.relisted)
+        self._save(state)
+
+    def _save(self, state: ReplayState) -> None:
+        if state.busy:
+            self._busy.add(state.stream_id)
+        else:
+            self._busy.discard(state.stream_id)
+        if state.listed:
+            self.store.set(state.stream_id, orjson.dumps(lane.replay_to_dict(state)))
+        elif self.store.get(state.stream_id) is not None:
+            self.store.delete(state.stream_id)
+
+    def _load(self, stream_id: str) -> ReplayState | None:
+        raw = self.store.get(stream_id)
+        return None if raw is None else self._decode(stream_id, raw)
+
+    @staticmethod
+    def _decode(stream_id: str, raw: bytes) -> ReplayState | None:
+        try:
+            return lane.replay_from_dict(orjson.loads(raw))
+        except (ValueError, InvalidInput) as exc:
+            log.error("unreadable replay state for %r, left alone: %s", stream_id, exc)
+            return None
