@@ -15,10 +15,17 @@ from typing import Any
 
 import faust
 from faust.types import TP
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from streams.coordinator.metrics import (
+    ConsumerLagCollector,
+    CoordinatorMetrics,
+    consumer_groups,
+)
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.kafka.admin import create_topics, partition_counts, wait_ready
+from streams.kafka.lag import LagReader
 from streams.kafka.output import KafkaOutput
 
 log = logging.getLogger("streams.coordinator")
@@ -159,6 +166,9 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
             },
         )
 
+    metrics = CoordinatorMetrics(
+        top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
+    )
     app.output = output = KafkaOutput(settings.kafka)
     processor = Processor(
         t,
@@ -168,6 +178,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         settings.flush_ms,
         replay_store=TableStore(table("replays", 8)),
         replay_concurrency=settings.replay_concurrency,
+        metrics=metrics,
     )
     inputs = app.topic(
         t.control, t.results, t.ticks,
@@ -214,6 +225,22 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
                 "stats": dict(processor.stats),
             }
         )
+
+    lag = ConsumerLagCollector(LagReader(settings.kafka, consumer_groups(t)))
+    metrics.registry.register(lag)
+
+    @app.task  # type: ignore[untyped-decorator]  # at start-up, after recovery
+    async def start_consumer_lag() -> None:
+        lag.start()
+
+    @app.on_before_shutdown.connect  # type: ignore[arg-type]
+    def stop_consumer_lag(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        lag.stop(timeout_s=1.0)  # a refresh still running ends with the process
+
+    @app.page("/metrics")
+    async def prometheus_metrics(web: Any, request: Any) -> Any:
+        body = generate_latest(metrics.registry)  # O(streams): no table reads
+        return web.bytes(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     return app, processor
 
