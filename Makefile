@@ -26,8 +26,8 @@ kafka-stop: setup
 	$(PY) -m streams.devbroker stop
 
 lint: setup
-	$(VENV)/bin/ruff check streams tests bench
-	$(VENV)/bin/ruff format --check streams tests bench
+	$(VENV)/bin/ruff check streams tests bench examples
+	$(VENV)/bin/ruff format --check streams tests bench examples
 	$(VENV)/bin/mypy
 
 test: lint system-deps

@@ -6,7 +6,9 @@ the worker's settings (timeouts, latency), while each task's ``params`` say what
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -21,9 +23,28 @@ PIPELINES: Final[dict[str, Callable[..., Handler]]] = {
 }
 
 
+def _import_factory(name: str) -> Callable[..., Handler]:
+    """``"package.module:attribute"``: a user's own pipeline factory (a class or function)."""
+    module_name, _, attribute = name.partition(":")
+    if "" not in sys.path:  # like `python -m`: a module in the working directory is found
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInput("pipeline", f"cannot import {module_name!r}: {exc}") from exc
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise InvalidInput("pipeline", f"{module_name!r} has no callable {attribute!r}")
+    return factory  # type: ignore[no-any-return]
+
+
 def build_pipeline(name: str, **options: Any) -> Handler:
-    """A handler for pipeline ``name``; raises ``InvalidInput`` for an unknown name or option."""
-    factory = PIPELINES.get(name)
+    """A handler for pipeline ``name``; raises ``InvalidInput`` for an unknown name or option.
+
+    ``name`` is a built-in pipeline ("metrics", "synthetic") or ``"module:factory"``, whose
+    factory is called with the options and returns the handler.
+    """
+    factory = _import_factory(name) if ":" in name else PIPELINES.get(name)
     if factory is None:
         known = ", ".join(sorted(PIPELINES))
         raise InvalidInput("pipeline", f"unknown pipeline {name!r}; known: {known}")
