@@ -55,7 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m streams.worker",
         description="Consume task windows, run a pipeline on each, answer on the results topic.",
     )
-    parser.add_argument("--pipeline", required=True, choices=sorted(PIPELINES))
+    parser.add_argument(
+        "--pipeline",
+        required=True,
+        help=f"{', '.join(sorted(PIPELINES))}, or your own as module:factory",
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="handler threads (4)")
     parser.add_argument(
         "--buffer", type=int, default=2, help="tasks fetched beyond the running ones (2)"
