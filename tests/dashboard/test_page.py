@@ -1,0 +1,32 @@
+"""The page's static checks: its policy matches its inline blocks, and no HTML sinks in its JS."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+from streams.dashboard import page
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def test_the_policy_allows_exactly_the_inline_script_and_style() -> None:
+    html = page.HTML.decode()
+    (script,) = re.findall(r"<script>(.*?)</script>", html, re.S)
+    (style,) = re.findall(r"<style>(.*?)</style>", html, re.S)
+    assert f"script-src {_hash(script)};" in page.CONTENT_SECURITY_POLICY
+    assert f"style-src {_hash(style)};" in page.CONTENT_SECURITY_POLICY
+
+
+def test_the_script_never_writes_html() -> None:
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in page.SCRIPT, sink
+
+
+def test_no_resource_comes_from_elsewhere() -> None:
+    html = page.HTML.decode()
+    assert not re.search(r"(src|href)=\"(https?:)?//", html)
+    assert "style=" not in html  # inline style attributes would break the policy

@@ -1,0 +1,221 @@
+"""The status page's HTTP server in-process, over a fake read model: no broker, no browser."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from streams.dashboard.server import DashboardServer, main, parse_args
+from tests.dashboard.fakes import FakeBypass, FakeReadModel, FakeStream
+
+NOW = 1_800_000_000_000
+HOSTILE = "<script>alert('x')</script>&\"quoted\""
+
+
+class Clock:
+    """A settable wall clock in epoch milliseconds."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+@pytest.fixture
+def model() -> FakeReadModel:
+    return FakeReadModel(
+        views=[
+            FakeStream("slow", downstream_ms=NOW - 90_000, state_name="catching up"),
+            FakeStream(HOSTILE, downstream_ms=NOW - 2_000, last_error={"kind": HOSTILE}),
+        ],
+        bypass_views=[FakeBypass("slow", NOW - 600_000, NOW - 540_000, bypassed_ms=NOW - 1)],
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(NOW)
+
+
+@pytest.fixture
+def server(model: FakeReadModel, clock: Clock) -> Iterator[DashboardServer]:
+    # A long interval: the first refresh runs at start, the tests trigger any later one.
+    dashboard = DashboardServer(model=model, port=0, refresh_interval_s=60, clock=clock)
+    with dashboard:
+        assert model.refreshed.wait(5), "the refresher never ran"
+        yield dashboard
+    assert model.closed
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[DashboardServer]:
+    """One server for the many read-only 404/405 cases (stopping one takes ~0.2 s)."""
+    with DashboardServer(model=FakeReadModel(), port=0, refresh_interval_s=60) as dashboard:
+        yield dashboard
+
+
+def request(
+    server: DashboardServer, method: str, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    where = urlsplit(server.url)
+    conn = http.client.HTTPConnection(where.hostname or "", where.port, timeout=5)
+    try:
+        conn.request(method, path, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def get_json(server: DashboardServer, path: str) -> tuple[int, Any]:
+    status, headers, body = request(server, "GET", path)
+    assert headers["Content-Type"] == "application/json"
+    return status, json.loads(body)
+
+
+def test_binds_to_loopback_by_default(server: DashboardServer) -> None:
+    assert server.url.startswith("http://127.0.0.1:")
+    assert parse_args([]).host == "127.0.0.1"
+    assert parse_args([]).port == 8080
+
+
+def test_api_state_shape(server: DashboardServer, model: FakeReadModel) -> None:
+    status, doc = get_json(server, "/api/state")
+    assert status == 200
+    assert set(doc) == {"now_ms", "refreshed_ms", "refresh_error", "counts", "streams", "bypasses"}
+    assert doc["now_ms"] == NOW
+    assert doc["refreshed_ms"] == NOW
+    assert doc["counts"] == {"live": 1, "catching up": 1, "retrying": 0, "paused": 0}
+    assert [(s["stream_id"], s["lag_ms"]) for s in doc["streams"]] == [
+        ("slow", 90_000),
+        (HOSTILE, 2_000),
+    ]
+    assert doc["streams"][1]["last_error"] == {"kind": HOSTILE, "message": ""}
+    (bypass,) = doc["bypasses"]
+    assert bypass["replay_command"] == (
+        f"tidemark replay slow --from {NOW - 600_000} --to {NOW - 540_000}"
+    )
+    assert model.limits == [50]
+
+
+def test_lag_is_computed_at_request_time(server: DashboardServer, clock: Clock) -> None:
+    clock.now_ms += 7_000
+    _, doc = get_json(server, "/api/state")
+    assert doc["now_ms"] == NOW + 7_000
+    assert doc["refreshed_ms"] == NOW
+    assert doc["streams"][0]["lag_ms"] == 97_000
+
+
+def test_the_page_is_static_html_with_a_strict_policy(server: DashboardServer) -> None:
+    status, headers, body = request(server, "GET", "/")
+    assert status == 200
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    policy = headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy
+    assert "connect-src 'self'" in policy
+    assert "unsafe-inline" not in policy
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Cache-Control"] == "no-store"
+    html = body.decode()
+    assert 'fetch("/api/state"' in html
+    # No data is rendered into the page server-side: user text only arrives as JSON.
+    assert "slow" not in html
+    assert "<script>alert" not in html
+
+
+def test_user_text_is_escaped_in_json(server: DashboardServer) -> None:
+    _, headers, body = request(server, "GET", "/api/state")
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert json.loads(body)["streams"][1]["stream_id"] == HOSTILE
+    assert b'\\"quoted\\"' in body  # JSON-escaped, and never served as HTML
+
+
+@pytest.mark.parametrize("path", ["/index.html", "/api", "/api/state/x", "/api/streams", "/x/"])
+def test_any_other_path_is_404(shared: DashboardServer, path: str) -> None:
+    status, _, body = request(shared, "GET", path)
+    assert status == 404
+    assert json.loads(body) == {"error": "not found"}
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "BREW"])
+@pytest.mark.parametrize("path", ["/", "/api/state", "/healthz", "/nowhere"])
+def test_any_other_method_is_405(shared: DashboardServer, method: str, path: str) -> None:
+    status, headers, _ = request(shared, method, path)
+    assert status == 405
+    assert headers["Allow"] == "GET"
+
+
+def test_query_strings_are_ignored(server: DashboardServer) -> None:
+    status, doc = get_json(server, "/api/state?delete=everything")
+    assert status == 200
+    assert len(doc["streams"]) == 2
+
+
+def test_another_host_name_is_refused_on_loopback(server: DashboardServer) -> None:
+    status, _, _ = request(server, "GET", "/api/state", {"Host": "attacker.example:8080"})
+    assert status == 403
+    for host in ("localhost:8080", "127.0.0.1", "[::1]:80"):
+        assert request(server, "GET", "/healthz", {"Host": host})[0] == 200
+
+
+def test_healthz(model: FakeReadModel, clock: Clock) -> None:
+    dashboard = DashboardServer(model=model, port=0, refresh_interval_s=60, clock=clock)
+    assert dashboard.health(NOW) == (503, {"status": "starting", "refreshed_ms": None})
+    with dashboard:
+        assert model.refreshed.wait(5)
+        assert get_json(dashboard, "/healthz") == (200, {"status": "ok", "refreshed_ms": NOW})
+        clock.now_ms += 11_000
+        assert get_json(dashboard, "/healthz") == (503, {"status": "stale", "refreshed_ms": NOW})
+
+
+def test_a_failed_refresh_keeps_the_last_data_and_says_why(
+    server: DashboardServer, model: FakeReadModel, clock: Clock
+) -> None:
+    model.fail_with = RuntimeError("broker unreachable")
+    clock.now_ms += 1_000
+    server.refresh_once()
+    _, doc = get_json(server, "/api/state")
+    assert doc["refresh_error"] == "RuntimeError: broker unreachable"
+    assert doc["refreshed_ms"] == NOW
+    assert len(doc["streams"]) == 2
+
+    model.fail_with = None
+    server.refresh_once()
+    _, doc = get_json(server, "/api/state")
+    assert doc["refresh_error"] is None
+    assert doc["refreshed_ms"] == NOW + 1_000
+
+
+def test_the_refresher_runs_every_interval(model: FakeReadModel) -> None:
+    with DashboardServer(model=model, port=0, refresh_interval_s=0.05):
+        deadline_ok = model.refreshed.wait(5)
+        for _ in range(100):
+            if model.refreshes >= 3:
+                break
+            model.refreshed.clear()
+            model.refreshed.wait(1)
+    assert deadline_ok and model.refreshes >= 3
+    assert model.closed
+
+
+def test_main_reports_a_busy_port(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["--port", str(port), "--bootstrap-servers", "127.0.0.1:1"]) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_main_rejects_a_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--port", "70000"])
+    assert exited.value.code == 2
+    assert "70000 is not a port number" in capsys.readouterr().err
