@@ -1,0 +1,151 @@
+"""The status page in a real browser: Debian's headless Chromium, driven by Playwright.
+
+A real broker and coordinator, a stand-in worker that acks one stream and nacks another until
+it is bypassed, the DashboardServer in-process; the page must show both streams with their
+lag, the bypass with its replay command, escape user text, and update without a reload.
+The screenshot goes to test-output/dashboard.png.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+
+from streams.dashboard.server import DashboardServer
+from streams.kafka.settings import KafkaSettings
+from tests.support.coordinator import CoordinatorProcess
+from tests.support.kafka_io import Feed, Responder
+
+pytestmark = pytest.mark.broker
+
+CHROMIUM = Path("/usr/bin/chromium")
+# As root, on a closed network: no sandbox, no GPU, and none of Chromium's own connections.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+OUTPUT = Path(__file__).resolve().parents[2] / "test-output"
+FAST = {
+    "bypass_after_ms": 3000,
+    "retry": {"strategy": "fixed", "interval_ms": 500},
+    "task_timeout_ms": 1000,
+}
+WAIT_MS = 30_000
+# A nack message that would run script if the page ever rendered it as HTML.
+HOSTILE_MESSAGE = '<img src=x onerror="window.__injected = 1"> upstream returned nothing'
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    """Headless Chromium from Debian (Playwright's own browser download is never used)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-browser.sh (as root) first")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def row(page: Page, table: str, stream_id: str) -> Locator:
+    """The rows of `#{table}-rows` whose stream cell is exactly `stream_id`."""
+    return page.locator(f"#{table}-rows tr").filter(has=page.get_by_text(stream_id, exact=True))
+
+
+def test_the_status_page_in_a_real_browser(
+    kafka: KafkaSettings, unique: str, tmp_path: Path, browser: Browser
+) -> None:
+    prefix = f"tm-{unique}"
+    healthy, failing = f"orders-{unique}", f"<b>flaky</b>-{unique}"
+
+    def worker(task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if task["stream_id"] == healthy:
+            return "ack", {"ack_ms": task["end_ms"]}
+        return "nack", {"error": {"kind": "no_data", "message": HOSTILE_MESSAGE}}
+
+    coordinator = CoordinatorProcess(kafka, prefix, tmp_path / "data", tmp_path / "coord.log")
+    coordinator.start()
+    try:
+        coordinator.wait_ready()
+        feed = Feed(kafka, prefix)
+        now = now_ms()
+        # Healthy: 2 s windows every second, so its downstream time moves while we watch.
+        feed.upsert(healthy, now - now % 1000 - 10_000, window_ms=2000, step_ms=1000, **FAST)
+        # Failing: one-minute windows from 5 minutes ago, every attempt nacked until bypassed.
+        feed.upsert(failing, now - now % 60_000 - 300_000, **FAST)
+        with (
+            Responder(kafka, prefix, f"worker-{unique}", worker),
+            DashboardServer(kafka, prefix, port=0) as dashboard,
+        ):
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            check_the_page(page, dashboard.url, healthy, failing)
+    finally:
+        coordinator.stop()
+
+
+def check_the_page(page: Page, url: str, healthy: str, failing: str) -> None:
+    page.goto(url)
+    page.evaluate("window.__firstLoad = 'still here'")
+    expect(page).to_have_title("Tidemark status")
+
+    # Both streams, each with a lag and a state badge.
+    ok_row, bad_row = row(page, "stream", healthy), row(page, "stream", failing)
+    expect(ok_row).to_have_count(1, timeout=WAIT_MS)
+    expect(bad_row).to_have_count(1, timeout=WAIT_MS)
+    expect(ok_row.locator("td.lag")).to_have_text(re.compile(r"^\d+s$"), timeout=WAIT_MS)
+    expect(ok_row.locator(".badge")).to_have_text("live", timeout=WAIT_MS)
+    # Minutes behind: it started 5 windows ago and only moves by bypassing one at a time.
+    expect(bad_row.locator("td.lag")).to_have_text(re.compile(r"^\dm \d+s$"))
+
+    # The failing stream's window is bypassed; the replay command is listed and copyable.
+    bypass = row(page, "bypass", failing).first
+    expect(bypass).to_be_visible(timeout=WAIT_MS)
+    command = bypass.locator("code")
+    expect(command).to_contain_text(f"tidemark replay '{failing}' --from ")
+    expect(bypass.locator("td.error")).to_have_text(f"no_data: {HOSTILE_MESSAGE}")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    bypass.get_by_role("button", name="Copy").click()
+    expect(bypass.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == command.text_content()
+
+    # User text stays text: no element or script came out of a stream id or an error message.
+    assert page.locator("#stream-rows b, #bypass-rows b, main img").count() == 0
+    assert page.evaluate("window.__injected") is None
+
+    # Sorted by lag, largest first; a click on the header reverses it.
+    ids = "els => els.map(e => e.dataset.streamId)"
+    assert page.locator("#stream-rows tr").evaluate_all(ids) == [failing, healthy]
+    page.get_by_role("button", name="Lag").click()
+    assert page.locator("#stream-rows tr").evaluate_all(ids) == [healthy, failing]
+    page.get_by_role("button", name="Lag").click()
+
+    # It updates in place: new data arrives while the first load's marker survives.
+    refreshed = page.locator("#refreshed").text_content()
+    downstream = ok_row.locator("td").nth(1).text_content()
+    expect(page.locator("#refreshed")).not_to_have_text(refreshed or "", timeout=WAIT_MS)
+    expect(ok_row.locator("td").nth(1)).not_to_have_text(downstream or "", timeout=WAIT_MS)
+    expect(page.locator("#age")).to_have_text(re.compile(r"^updated \d+ s ago$"))
+    assert page.evaluate("window.__firstLoad") == "still here"
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+    assert int(page.locator("body").get_attribute("data-updates") or 0) >= 2
+
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "dashboard.png"), full_page=True)
