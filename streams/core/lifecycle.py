@@ -7,6 +7,7 @@
 |                         | attempt += 1, deadline_ms = now + task_timeout_ms                     |
 | ack of any dispatched   | (start, ack_ms] is finished. A partial ack of the last window moves   |
 |   attempt               | the frontier to ack_ms; of an earlier one leaves (ack_ms, end] to do  |
+| nack "shutdown"         | requeued at once; the retry budget is untouched                       |
 | nack or passed deadline | a failure: bypass if the kind is non-retryable, max_attempts failed   |
 |   of the current attempt| or now - first_failed_ms >= bypass_after_ms; else retry when due      |
 | bypass                  | closes the last window at trunc(end_ms, step_ms) if that is after its |
@@ -47,6 +48,9 @@ from streams.core.model import (
     Window,
 )
 from streams.core.retry import retry_delay_ms
+
+# The nack kind of a worker that stopped before finishing a task (streams.worker.api.SHUTDOWN).
+SHUTDOWN_KIND = "shutdown"
 
 UNKNOWN_STREAM = "unknown stream"
 NEVER_DISPATCHED = "window was never dispatched"
@@ -238,10 +242,17 @@ def _ack(state: StreamState, window: Window, index: int, ack_ms: int) -> None:
 def _fail(
     state: StreamState, window: Window, index: int, error: ErrorInfo, now_ms: int
 ) -> BypassRecord | None:
-    """Record a failed attempt; bypass the window if the rule allows, else schedule a retry."""
+    """Record a failed attempt; bypass the window if the rule allows, else schedule a retry.
+
+    A worker that stops nacks its unfinished tasks with kind "shutdown": the work was not
+    tried, so the window goes out again at once and the retry budget is left as it was.
+    """
     config = state.config
     window.in_flight = False
     window.deadline_ms = None
+    if error.kind == SHUTDOWN_KIND:
+        window.due_ms = max(window.end_ms + config.delay_ms, now_ms)
+        return None
     window.retried_count += 1
     window.last_error = error
     first_failed_ms = window.first_failed_ms

@@ -251,3 +251,21 @@ def test_bypassing_the_last_window_closes_it_at_its_end_truncated_to_step() -> N
         (at(10, 0, 40), at(10, 1, 30), "bypass"),
     ]
     assert apply_result(state, ack(task), at(10, 1, 42)).ignored == "duplicate"
+
+
+def test_a_shutdown_nack_requeues_at_once_without_spending_the_budget() -> None:
+    from streams.core import ErrorInfo, Result, StreamConfig, apply_result, create_state
+    from streams.core.retry import Fixed
+
+    t0 = 1_795_946_400_000
+    config = StreamConfig("s", t0, retry=Fixed(60_000), max_attempts=2)
+    state = create_state(config, t0 + 60_000).state
+    assert state is not None
+    shutdown = ErrorInfo("shutdown", "worker stopping")
+    for attempt in (1, 2, 3):  # more than max_attempts: none of them counts
+        d = apply_result(state, Result("s", t0, t0 + 60_000, attempt, "nack", error=shutdown),
+                         t0 + 61_000 + attempt)  # fmt: skip
+        assert [t.attempt for t in d.tasks] == [attempt + 1]  # at once, not after 60 s
+        assert d.bypasses == ()
+    window = state.windows[0]
+    assert (window.retried_count, window.first_failed_ms) == (0, None)
