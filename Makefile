@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
-# Debian packages the tests need (Prometheus and promtool); a no-op when present.
+# Debian packages the tests need (Prometheus and promtool, Chromium); a no-op when present.
 system-deps:
 	bash scripts/install-system-deps.sh
+	bash scripts/install-browser.sh
 
 kafka: setup
 	$(PY) -m streams.devbroker start
