@@ -8,6 +8,7 @@ stand-in worker acks one stream and nacks another until it is bypassed.
 from __future__ import annotations
 
 import collections
+import random
 import shutil
 import subprocess
 import threading
@@ -21,7 +22,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.coordinator.metrics import ConsumerLagCollector, CoordinatorMetrics, consumer_groups
+from streams.coordinator.metrics import (
+    PROGRESS_BUCKETS,
+    ConsumerLagCollector,
+    CoordinatorMetrics,
+    consumer_groups,
+)
 from streams.coordinator.topics import Topics
 from streams.errors import BrokerUnavailable
 from streams.kafka.lag import LagRow
@@ -220,6 +226,33 @@ def test_progress_lag_histogram_top_laggards_and_streams_behind() -> None:
     clock.now_ms = at(10, 4)  # downstream_ms ahead of now counts as no lag
     assert value(d, "tidemark_progress_lag_seconds_gsum") == 180
     assert value(d, "tidemark_streams_behind", threshold="400") == 0
+
+
+def test_the_progress_histogram_matches_a_direct_count() -> None:
+    now = at(12, 0)
+    rng = random.Random(7)
+    bounds = [b * 1000 for b in PROGRESS_BUCKETS]
+    # Marks on bucket bounds, just off them, in the future, and anywhere.
+    marks = [now - b + d for b in bounds for d in (-1, 0, 1)] + [now + 5, now]
+    marks += [now - rng.randrange(40 * 86_400_000) for _ in range(200)]
+    metrics = CoordinatorMetrics(clock_ms=Clock(now), behind_threshold_s=300)
+    for i, mark in enumerate(marks):
+        metrics._marks[f"s{i}"] = mark  # what track() keeps
+    lags = [max(0, now - mark) / 1000 for mark in marks]
+
+    def sample(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    for bound in PROGRESS_BUCKETS:
+        expected = sum(lag <= bound for lag in lags)
+        assert sample("tidemark_progress_lag_seconds_bucket", le=repr(float(bound))) == expected
+    assert sample("tidemark_progress_lag_seconds_bucket", le="+Inf") == len(marks)
+    assert sample("tidemark_progress_lag_seconds_gsum") == pytest.approx(sum(lags))
+    assert sample("tidemark_streams_behind", threshold="300") == sum(lag > 300 for lag in lags)
+    top = sorted(lags, reverse=True)[:20]
+    (family,) = [f for f in metrics.registry.collect() if f.name.endswith("lag_top_seconds")]
+    found = [s.value for s in family.samples]
+    assert sorted(found, reverse=True) == top
 
 
 def test_a_new_owner_reports_progress_rebuilt_from_the_table_without_new_input() -> None:
