@@ -1,0 +1,57 @@
+"""`RUN_SECONDS=40 make run`: the README's first command, on the local broker it starts."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from streams.demo import COORDINATOR_PORT, DASHBOARD_PORT, WORKER_PORTS
+from streams.devbroker import dev_broker
+
+ROOT = Path(__file__).resolve().parents[1]
+LINE = re.compile(r"^\S+ (demo-[\w-]+) downstream='([^']+)' .*bypasses='(\d+)'")
+
+pytestmark = pytest.mark.broker
+
+
+def test_make_run_shows_progress_and_a_bypass_then_exits_cleanly() -> None:
+    if shutil.which("make") is None:
+        pytest.fail("make is needed to run the README's command")
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    broker_was_running = dev_broker().running_pid() is not None
+    done = subprocess.run(
+        ["make", "--no-print-directory", "run"],
+        cwd=ROOT,
+        env={**env, "RUN_SECONDS": "40"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    downstream: dict[str, list[str]] = {}
+    bypasses: dict[str, int] = {}
+    for line in output.splitlines():
+        if match := LINE.match(line):
+            stream, mark, count = match.groups()
+            downstream.setdefault(stream, []).append(mark)
+            bypasses[stream] = int(count)
+    assert set(downstream) == {"demo-live", "demo-catching-up", "demo-outage"}, output[-4000:]
+    live = [m for m in downstream["demo-live"] if m != "-"]
+    assert len(set(live)) >= 3 and live == sorted(live), live  # progress advances
+    assert bypasses["demo-outage"] >= 1, output[-4000:]
+    assert re.search(r"^  tidemark replay demo-outage --from \S+ --to \S+$", output, re.M)
+    # Nothing it started is left running: its ports are free again, and the broker it started
+    # (when none was running before) is gone.
+    for port in (COORDINATOR_PORT, *WORKER_PORTS, DASHBOARD_PORT):
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still served"
+    if not broker_was_running:
+        assert dev_broker().running_pid() is None
