@@ -89,7 +89,9 @@ class Processor:
         self.replays = (
             None
             if replay_store is None
-            else ReplayLane(topics, replay_store, emitter, self.stats, replay_concurrency)
+            else ReplayLane(
+                topics, replay_store, emitter, self.stats, replay_concurrency, self.metrics
+            )
         )
 
     # -- partition ownership -------------------------------------------------------------
@@ -332,6 +334,7 @@ class Processor:
             raise InvalidInput("attempt", decision.rejected)
         if decision.ignored is not None:
             self.stats[decision.ignored] += 1
+            self.metrics.ignored(decision.ignored)
         self._reindex(partition, record)
         return True
 

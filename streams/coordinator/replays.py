@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 import orjson
 
+from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.topics import Topics
 from streams.core import (
@@ -38,12 +39,14 @@ class ReplayLane:
         emitter: Emitter,
         stats: Counter[str],
         concurrency: int = 2,
+        metrics: CoordinatorMetrics | None = None,
     ) -> None:
         self.topics = topics
         self.store = store
         self.emitter = emitter
         self.stats = stats
         self.concurrency = concurrency
+        self.metrics = metrics
         self._busy: set[str] = set()  # streams with a replay queued or in flight
 
     def busy(self, stream_id: str) -> bool:
@@ -133,6 +136,10 @@ class ReplayLane:
             mark = live.downstream_ms  # a replay never moves the stream's progress
             commit = Commit(stream_id, mark, mark, now_ms, decision.replayed)
             self.emitter.send(self.topics.commits, key, orjson.dumps(commit.to_wire()))
+        if self.metrics is not None:
+            self.metrics.tasks.inc(len(decision.tasks))
+            if decision.replayed:
+                self.metrics.commits.inc()
         self.stats["replay_tasks"] += len(decision.tasks)
         self.stats["replayed"] += len(decision.replayed)
         self.stats["replay_failures"] += len(decision.relisted)
