@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,11 @@ def create_topics(
         try:
             future.result(timeout=timeout_s)
             created.append(name)
+        except concurrent.futures.TimeoutError:
+            raise BrokerUnavailable(
+                f"no answer from {settings.bootstrap_servers} creating topic {name} "
+                f"within {timeout_s:g} s"
+            ) from None
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise BrokerUnavailable(f"could not create topic {name}: {exc}") from exc
