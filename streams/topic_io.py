@@ -1,0 +1,253 @@
+"""Reading and writing Tidemark's topics for the read model and the CLI (confluent-kafka).
+
+Consumers here assign partitions by hand: they join no group and commit nothing, so any number
+of them can read without disturbing the coordinators' and workers' groups. Every Kafka error
+leaves this module as BrokerUnavailable.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
+
+from streams.errors import BrokerUnavailable
+from streams.kafka.settings import KafkaSettings
+
+DELIVERY_TIMEOUT_MS = 10_000
+_BATCH = 1000
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    key: bytes | None
+    value: bytes | None
+
+
+def _translated(func: Callable[P, R]) -> Callable[P, R]:
+    """Kafka's errors (and timeouts of its futures) as BrokerUnavailable, keeping the cause."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except (KafkaException, TimeoutError) as exc:
+            raise BrokerUnavailable(f"Kafka did not answer: {exc}") from exc
+
+    return wrapper
+
+
+class TopicReader:
+    """Reads topics by hand-assigned partitions, each call going on where the last one stopped.
+
+    `read` catches up to the high watermarks of the moment (the read model's refresh);
+    `start` + `poll` follow whatever arrives from the beginning or the end (tail, replay).
+    """
+
+    def __init__(self, settings: KafkaSettings, names: Iterable[str], group_prefix: str) -> None:
+        self.settings = settings
+        self.names = list(names)
+        self.group_prefix = group_prefix
+        self._positions: dict[tuple[str, int], int] = {}
+        self._admin: AdminClient | None = None
+        self._consumer: Consumer | None = None
+
+    @_translated
+    def read(self, timeout_s: float, apply: Callable[[list[Record]], None]) -> bool:
+        """Pass every record up to the high watermarks of now to `apply`, in batches.
+
+        The first call starts at the low watermarks. Returns whether every partition was read
+        that far within `timeout_s`.
+        """
+        deadline = time.monotonic() + timeout_s
+        behind: dict[tuple[str, int], int] = {}
+        start: list[TopicPartition] = []
+        for (topic, partition), (low, high) in self._watermarks(timeout_s).items():
+            position = max(self._positions.get((topic, partition), low), low)
+            if position < high:
+                behind[topic, partition] = high
+                start.append(TopicPartition(topic, partition, position))
+        if not behind:
+            return True
+        consumer = self._consumer_client()
+        consumer.assign(start)
+        try:
+            while behind and (remaining := deadline - time.monotonic()) > 0:
+                # consume() waits out its timeout unless the batch fills up: keep it short.
+                apply(self._consume(consumer, min(remaining, 0.05), behind))
+        finally:
+            consumer.unassign()
+        return not behind
+
+    @_translated
+    def start(self, from_end: bool, timeout_s: float) -> None:
+        """Assign every partition at its high (or low) watermark now, before `poll`."""
+        marks = self._watermarks(timeout_s)
+        self._consumer_client().assign(
+            [
+                TopicPartition(t, p, high if from_end else low)
+                for (t, p), (low, high) in marks.items()
+            ]
+        )
+
+    @_translated
+    def poll(self, timeout_s: float, max_records: int = 500) -> list[Record]:
+        """The records that arrive within `timeout_s` (fewer if `max_records` come sooner)."""
+        return self._consume(self._consumer_client(), timeout_s, None, max_records)
+
+    def _consume(
+        self,
+        consumer: Consumer,
+        timeout_s: float,
+        behind: dict[tuple[str, int], int] | None,
+        max_records: int = _BATCH,
+    ) -> list[Record]:
+        batch = []
+        for msg in consumer.consume(max_records, timeout_s):
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            if topic is None or partition is None or offset is None:
+                continue  # a client-wide error: librdkafka retries on its own
+            tp = (topic, partition)
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF and behind is not None:
+                    self._positions[tp] = max(self._positions.get(tp, 0), offset)
+                    behind.pop(tp, None)
+                continue
+            self._positions[tp] = offset + 1
+            if behind is not None and offset + 1 >= behind.get(tp, 0):
+                behind.pop(tp, None)
+            batch.append(_record(msg, topic, partition, offset))
+        return batch
+
+    def _watermarks(self, timeout_s: float) -> dict[tuple[str, int], tuple[int, int]]:
+        if self._admin is None:
+            self._admin = AdminClient(self.settings.librdkafka(log_level=0))
+        return watermarks(self._admin, self.names, timeout_s)
+
+    def _consumer_client(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                self.settings.librdkafka(
+                    **{
+                        # Required by librdkafka, never joined: partitions are assigned by hand.
+                        "group.id": f"{self.group_prefix}-{uuid.uuid4().hex[:8]}",
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        "enable.partition.eof": True,  # so that a read ends on a quiet partition
+                        "auto.offset.reset": "earliest",
+                        "fetch.wait.max.ms": 100,
+                        "log_level": 0,
+                    }
+                )
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._admin = None
+
+
+def _record(msg: Message, topic: str, partition: int, offset: int) -> Record:
+    kind, timestamp_ms = msg.timestamp()
+    when = None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms
+    return Record(topic, partition, offset, when, msg.key(), msg.value())
+
+
+def watermarks(
+    admin: AdminClient, names: Iterable[str], timeout_s: float
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) watermarks of every partition of the existing topics among `names`.
+
+    Concrete offsets make a consumer start at once, where a logical one (OFFSET_BEGINNING)
+    costs it a 500 ms offset query.
+    """
+    deadline = time.monotonic() + timeout_s
+    metadata = admin.list_topics(timeout=timeout_s)
+    partitions = [
+        TopicPartition(name, p)
+        for name in names
+        if name in metadata.topics and metadata.topics[name].error is None
+        for p in metadata.topics[name].partitions
+    ]
+    if not partitions:
+        return {}
+    low, high = (
+        admin.list_offsets({tp: spec for tp in partitions}, request_timeout=_left(deadline))
+        for spec in (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
+    )
+    return {
+        (tp.topic, tp.partition): (
+            low[tp].result(_left(deadline)).offset,
+            high[tp].result(_left(deadline)).offset,
+        )
+        for tp in partitions
+    }
+
+
+@_translated
+def partition_counts(
+    settings: KafkaSettings, names: Iterable[str], timeout_s: float
+) -> dict[str, int]:
+    """The partition count of each existing topic among `names` (missing ones are left out)."""
+    metadata = AdminClient(settings.librdkafka(log_level=0)).list_topics(timeout=timeout_s)
+    return {
+        name: len(metadata.topics[name].partitions)
+        for name in names
+        if name in metadata.topics and metadata.topics[name].error is None
+    }
+
+
+def send(settings: KafkaSettings, topic: str, value: dict[str, Any]) -> None:
+    """Produce `value` to `topic` keyed by its stream_id (murmur2, like Faust and Java clients).
+
+    Returns once the broker acknowledged it; raises BrokerUnavailable if it did not in time.
+    """
+    producer = Producer(
+        settings.producer(**{"message.timeout.ms": DELIVERY_TIMEOUT_MS, "log_level": 0})
+    )
+    errors: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _msg: Message) -> None:
+        if error is not None:
+            errors.append(error)
+
+    body = json.dumps(value, allow_nan=False).encode()
+    try:
+        producer.produce(topic, body, str(value["stream_id"]).encode(), on_delivery=delivered)
+        left = producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
+    except KafkaException as exc:
+        raise BrokerUnavailable(f"could not write to {topic}: {exc}") from exc
+    if errors or left:
+        reason = errors[0].str() if errors else "no acknowledgement in time"
+        where = f"{topic} at {settings.bootstrap_servers}"
+        raise BrokerUnavailable(f"could not write to {where}: {reason}")
+
+
+def _left(deadline: float) -> float:
+    """Seconds to a monotonic deadline, at least 0.1 so that a last request can still go out."""
+    return max(deadline - time.monotonic(), 0.1)
