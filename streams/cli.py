@@ -3,21 +3,73 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from streams.commands import cluster, replay, stream_cmds, tail
+from streams.commands.common import DEFAULT_CONNECT_TIMEOUT_S, Globals, Output
 from streams.errors import TidemarkError
 
 app = typer.Typer(
-    help="Tidemark: time-window pipelines on Kafka.", no_args_is_help=True, add_completion=False
+    help="Tidemark: time-window pipelines on Kafka.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,  # help texts say "[env X, default]" literally
 )
+app.add_typer(stream_cmds.app, name="streams")
+app.add_typer(cluster.topics_app, name="topics")
+app.command()(replay.replay)
+app.command()(tail.tail)
+app.command()(cluster.status)
+
+# Commands that take their arguments as they are, for a program with its own parser.
+_PASSTHROUGH = {
+    "allow_extra_args": True,
+    "ignore_unknown_options": True,
+    "help_option_names": [],
+}
 
 
 @app.callback()
-def _root() -> None:
-    """Tidemark: time-window pipelines on Kafka."""
+def _root(
+    ctx: typer.Context,
+    output: Annotated[
+        Output, typer.Option("--output", "-o", help="text for people, json for scripts")
+    ] = Output.text,
+    bootstrap_servers: Annotated[
+        str | None,
+        typer.Option(envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers"),
+    ] = None,
+    prefix: Annotated[
+        str | None, typer.Option(envvar="TIDEMARK_TOPIC_PREFIX", help="topic prefix")
+    ] = None,
+    connect_timeout: Annotated[
+        float,
+        typer.Option(
+            envvar="TIDEMARK_CONNECT_TIMEOUT_S",
+            min=0.1,
+            help="seconds to wait for the broker before giving up",
+        ),
+    ] = DEFAULT_CONNECT_TIMEOUT_S,
+) -> None:
+    """Tidemark: time-window pipelines on Kafka.
+
+    Options before the command apply to it (and read the environment); every command that
+    talks to Kafka also takes --bootstrap-servers and --prefix itself.
+    """
+    ctx.obj = Globals(output, bootstrap_servers, prefix, connect_timeout)
+    given = {
+        "KAFKA_BOOTSTRAP_SERVERS": ("bootstrap_servers", bootstrap_servers),
+        "TIDEMARK_TOPIC_PREFIX": ("prefix", prefix),
+    }
+    if ctx.invoked_subcommand in ("coordinator", "worker", "dashboard"):
+        # These read their settings from the environment: pass options given here on to them.
+        for name, (param, value) in given.items():
+            if value and _on_command_line(ctx, param):
+                os.environ[name] = value
 
 
 @app.command()
@@ -52,6 +104,27 @@ def coordinator(
         web_port=settings.web_port if web_port is None else web_port,
     )
     run(settings, loglevel=loglevel)
+
+
+def _on_command_line(ctx: typer.Context, param: str) -> bool:
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+@app.command(context_settings=_PASSTHROUGH, add_help_option=False)
+def worker(ctx: typer.Context) -> None:
+    """Run a worker: `tidemark worker --pipeline synthetic --concurrency 4` (see --help)."""
+    from streams.worker.cli import main as worker_main
+
+    raise typer.Exit(worker_main(ctx.args))
+
+
+@app.command(context_settings=_PASSTHROUGH, add_help_option=False)
+def dashboard(ctx: typer.Context) -> None:
+    """Serve the read-only status page on 127.0.0.1 (see --help)."""
+    from streams.dashboard.server import main as dashboard_main
+
+    raise typer.Exit(dashboard_main(ctx.args))
 
 
 def main() -> None:

@@ -1,0 +1,156 @@
+"""`streams create|update` flags -> a stream config dict, validated like the coordinator does.
+
+Every error names the flag: `--window: '5x' is not a duration`, or, for a rule across fields,
+`--window (window_ms): must be a multiple of step_ms (15000)`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streams.core.config import config_from_dict, config_to_dict
+from streams.errors import InvalidInput
+from streams.humanize import parse_duration_ms, parse_time_ms
+
+# Config fields and the flags that set them, for error messages.
+FLAGS = {
+    "stream_id": "STREAM",
+    "start_ms": "--start",
+    "window_ms": "--window",
+    "step_ms": "--step",
+    "delay_ms": "--delay",
+    "task_timeout_ms": "--timeout",
+    "bypass_after_ms": "--bypass-after",
+    "retry": "--retry",
+    "max_attempts": "--max-attempts",
+    "non_retryable": "--non-retryable",
+    "max_in_flight": "--max-in-flight",
+    "params": "--param",
+}
+_DURATIONS = {
+    "window": "window_ms",
+    "step": "step_ms",
+    "delay": "delay_ms",
+    "timeout": "task_timeout_ms",
+    "bypass_after": "bypass_after_ms",
+}
+
+
+@dataclass(frozen=True)
+class ConfigFlags:
+    """The flags of `streams create` and `streams update` as typed (None = not given)."""
+
+    start: str | None = None
+    window: str | None = None
+    step: str | None = None
+    delay: str | None = None
+    timeout: str | None = None
+    bypass_after: str | None = None
+    retry: str | None = None
+    max_attempts: int | None = None
+    non_retryable: Sequence[str] | None = None
+    max_in_flight: int | None = None
+    params: Sequence[str] | None = None
+    params_json: str | None = None
+
+    def changes(self, now_ms: int) -> dict[str, Any]:
+        """The config fields these flags set, parsed (params are handled by `merge`)."""
+        out: dict[str, Any] = {}
+        if self.start is not None:
+            out["start_ms"] = parse_time_ms(self.start, now_ms, "--start")
+        for name, field in _DURATIONS.items():
+            text = getattr(self, name)
+            if text is not None:
+                out[field] = parse_duration_ms(text, "--" + name.replace("_", "-"))
+        if self.retry is not None:
+            out["retry"] = parse_retry(self.retry)
+        if self.max_attempts is not None:
+            out["max_attempts"] = self.max_attempts or None  # 0: no limit
+        if self.non_retryable is not None:
+            kinds = [k.strip() for text in self.non_retryable for k in text.split(",")]
+            out["non_retryable"] = sorted({k for k in kinds if k})
+        if self.max_in_flight is not None:
+            out["max_in_flight"] = self.max_in_flight
+        return out
+
+    def merge(self, base: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+        """`base` with these flags applied: --params-json replaces params, --param sets keys."""
+        merged = {**base, **self.changes(now_ms)}
+        params = dict(base.get("params") or {})
+        if self.params_json is not None:
+            params = parse_params_json(self.params_json)
+        params.update(parse_params(self.params or ()))
+        merged["params"] = params
+        return merged
+
+
+def validated(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's full wire dict, or InvalidInput naming the flag and the field."""
+    try:
+        full = config_to_dict(config_from_dict(config))
+        json.dumps(full, allow_nan=False)
+    except InvalidInput as exc:
+        top = exc.field.split(".")[0]
+        flag = FLAGS.get(top)
+        raise InvalidInput(f"{flag} ({exc.field})" if flag else exc.field, exc.reason) from None
+    except ValueError:
+        raise InvalidInput("--param", "NaN and Infinity are not JSON") from None
+    return full
+
+
+def parse_retry(text: str) -> dict[str, Any]:
+    """`immediate`, `fixed:60s` or `exponential:INITIAL,MULTIPLIER,MAX[,JITTER]`."""
+    strategy, _, args = text.strip().partition(":")
+    strategy = strategy.lower()
+    parts = [p.strip() for p in args.split(",")] if args else []
+    if strategy == "immediate" and not parts:
+        return {"strategy": "immediate"}
+    if strategy == "fixed" and len(parts) == 1:
+        return {"strategy": "fixed", "interval_ms": parse_duration_ms(parts[0], "--retry")}
+    if strategy == "exponential" and len(parts) in (3, 4):
+        return {
+            "strategy": "exponential",
+            "initial_ms": parse_duration_ms(parts[0], "--retry"),
+            "multiplier": _number(parts[1], "multiplier"),
+            "max_ms": parse_duration_ms(parts[2], "--retry"),
+            "jitter": _number(parts[3], "jitter") if len(parts) == 4 else 0.0,
+        }
+    raise InvalidInput(
+        "--retry",
+        f"{text!r} is not a retry policy; use immediate, fixed:60s or "
+        "exponential:INITIAL,MULTIPLIER,MAX[,JITTER] like exponential:1s,2,5m,0.1",
+    )
+
+
+def parse_params(pairs: Sequence[str]) -> dict[str, Any]:
+    """`["region=eu", "limit=5"]` -> `{"region": "eu", "limit": 5}`: JSON values, else text."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInput("--param", f"expected key=value, got {pair!r}")
+        try:
+            params[key] = json.loads(raw)
+        except ValueError:
+            params[key] = raw
+    return params
+
+
+def parse_params_json(text: str) -> dict[str, Any]:
+    try:
+        params = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput("--params-json", f"not valid JSON ({exc})") from None
+    if not isinstance(params, dict):
+        raise InvalidInput("--params-json", "must be a JSON object")
+    return params
+
+
+def _number(text: str, name: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidInput("--retry", f"{name} {text!r} is not a number") from None

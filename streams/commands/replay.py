@@ -1,0 +1,248 @@
+"""`tidemark replay STREAM --from T --to T`: dispatch bypassed windows again, and watch them.
+
+The coordinator replays every listed window overlapping (from, to]. A success unlists the window
+(a tombstone on `bypassed`) and is announced on `commits` as a window of reason "replayed"; a
+failure lists it again with its attempts (a new value on `bypassed`). The watch starts at the end
+of both topics before the request is sent, so that no outcome is missed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from streams.commands.common import (
+    READ_TIMEOUT_S,
+    BootstrapOpt,
+    CliEnv,
+    OutputOpt,
+    PrefixOpt,
+    console,
+    friendly_errors,
+    now_ms,
+    print_json,
+)
+from streams.commands.views import bypass_doc, bypass_table, error_text, window_text
+from streams.coordinator.topics import Topics
+from streams.errors import InvalidInput, TidemarkError
+from streams.humanize import format_time, parse_time_ms
+from streams.kafka.settings import KafkaSettings
+from streams.readmodel import BypassView, ReadModel
+from streams.topic_io import Record, TopicReader, send
+
+
+@friendly_errors
+def replay(
+    ctx: typer.Context,
+    stream: Annotated[
+        str, typer.Argument(metavar="STREAM", help="the stream id", show_default=False)
+    ],
+    from_: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            metavar="TIME",
+            help="range start: 2026-11-29T10:00:00Z, now-1h or epoch ms",
+            show_default=False,
+        ),
+    ],
+    to: Annotated[str, typer.Option("--to", metavar="TIME", help="range end", show_default=False)],
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="show progress until the replay finishes")
+    ] = True,
+    timeout: Annotated[
+        float | None, typer.Option(min=0, help="stop waiting after this many seconds")
+    ] = None,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """Dispatch the stream's bypassed windows overlapping (--from, --to] again.
+
+    Replays run beside live windows and never move downstream_ms. Exit 0 once every window is
+    replayed, 1 if one failed again (it stays listed) or --timeout passed first.
+    """
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    now = now_ms()
+    from_ms = parse_time_ms(from_, now, "--from")
+    to_ms = parse_time_ms(to, now, "--to")
+    if to_ms <= from_ms:
+        raise InvalidInput("--to", f"must be after --from ({format_time(from_ms)})")
+    env.connect(require=["control", "bypassed", "commits"])
+    windows = _listed(env, stream, from_ms, to_ms)
+    if not windows:
+        _nothing(env, stream, from_ms, to_ms)
+        return
+    watch = ReplayWatch.start(env.settings, env.topics, stream, windows) if wait else None
+    try:
+        request = {"type": "replay", "stream_id": stream, "from_ms": from_ms, "to_ms": to_ms}
+        send(env.settings, env.topics.control, request)
+        if watch is None:
+            _requested(env, request, windows)
+            return
+        _wait(env, watch, timeout)
+    finally:
+        if watch is not None:
+            watch.close()
+    _summary(env, watch)
+
+
+def _listed(env: CliEnv, stream: str, from_ms: int, to_ms: int) -> list[BypassView]:
+    model = ReadModel(env.settings, env.topics.prefix, ("control", "bypassed"))
+    try:
+        model.refresh(READ_TIMEOUT_S)
+    finally:
+        model.close()
+    if model.stream(stream) is None:
+        raise TidemarkError(f"unknown stream {stream!r}")
+    windows = [
+        b
+        for b in model.bypasses()
+        if b.stream_id == stream and b.start_ms < to_ms and b.end_ms > from_ms
+    ]
+    return sorted(windows, key=lambda b: b.start_ms)
+
+
+@dataclass
+class ReplayWatch:
+    """Follows `bypassed` and `commits` from their ends for the outcome of each window."""
+
+    stream_id: str
+    windows: dict[int, BypassView]
+    reader: TopicReader
+    bypassed_topic: str
+    replayed: set[int] = field(default_factory=set)
+    failed: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls, settings: KafkaSettings, topics: Topics, stream_id: str, windows: list[BypassView]
+    ) -> ReplayWatch:
+        reader = TopicReader(settings, [topics.bypassed, topics.commits], "tidemark-replay")
+        try:
+            reader.start(from_end=True, timeout_s=10)
+        except BaseException:
+            reader.close()
+            raise
+        return cls(stream_id, {w.start_ms: w for w in windows}, reader, topics.bypassed)
+
+    @property
+    def pending(self) -> list[int]:
+        return [s for s in self.windows if s not in self.replayed and s not in self.failed]
+
+    def poll(self, timeout_s: float) -> None:
+        for record in self.reader.poll(timeout_s):
+            self._on(record)
+
+    def _on(self, msg: Record) -> None:
+        if msg.topic == self.bypassed_topic:
+            stream_id, _, start = (msg.key or b"").decode("utf-8", "replace").rpartition("/")
+            if stream_id != self.stream_id or not start.isdigit():
+                return
+            start_ms = int(start)
+            if start_ms in self.pending:
+                if msg.value is None:
+                    self.replayed.add(start_ms)
+                else:
+                    self.failed[start_ms] = _json(msg.value)
+            return
+        commit = _json(msg.value)
+        if commit.get("stream_id") != self.stream_id:
+            return
+        for window in commit.get("windows") or []:
+            replayed = isinstance(window, dict) and window.get("reason") == "replayed"
+            if replayed and window.get("start_ms") in self.pending:
+                self.replayed.add(window["start_ms"])
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def _wait(env: CliEnv, watch: ReplayWatch, timeout_s: float | None) -> None:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    columns = (
+        TextColumn("replaying {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console(stderr=True), transient=env.json) as progress:
+        bar = progress.add_task(watch.stream_id, total=len(watch.windows), failed=0)
+        while watch.pending and (deadline is None or time.monotonic() < deadline):
+            watch.poll(0.25)
+            done = len(watch.replayed) + len(watch.failed)
+            progress.update(bar, completed=done, failed=len(watch.failed))
+
+
+def _summary(env: CliEnv, watch: ReplayWatch) -> None:
+    windows = watch.windows
+    failed = [_relisted(windows[s], doc) for s, doc in sorted(watch.failed.items())]
+    pending = [windows[s] for s in watch.pending]
+    if env.json:
+        print_json(
+            {
+                "stream_id": watch.stream_id,
+                "replayed": [bypass_doc(windows[s]) for s in sorted(watch.replayed)],
+                "failed": [bypass_doc(b) for b in failed],
+                "pending": [bypass_doc(b) for b in pending],
+            }
+        )
+    else:
+        out = console()
+        out.print(
+            f"replayed {len(watch.replayed)} of {len(windows)} windows of {watch.stream_id!r}"
+        )
+        if failed:
+            out.print(bypass_table(failed, title="failed again (still listed)"))
+        for window in pending:
+            out.print(f"no outcome yet: {window_text(window.start_ms, window.end_ms)}")
+    if failed or pending:
+        raise typer.Exit(1)
+
+
+def _relisted(old: BypassView, doc: dict[str, Any]) -> BypassView:
+    """The window as relisted after its failed replay (attempts and error as the new record)."""
+    attempts, error = doc.get("attempts"), doc.get("last_error")
+    return BypassView(
+        old.stream_id,
+        old.start_ms,
+        old.end_ms,
+        attempts if isinstance(attempts, int) else old.attempts,
+        old.first_failed_ms,
+        old.bypassed_ms,
+        error if isinstance(error, dict) else old.last_error,
+    )
+
+
+def _nothing(env: CliEnv, stream: str, from_ms: int, to_ms: int) -> None:
+    if env.json:
+        print_json({"stream_id": stream, "requested": False, "windows": []})
+    else:
+        console().print(
+            f"nothing to replay: no bypassed window of {stream!r} overlaps "
+            f"({format_time(from_ms)}, {format_time(to_ms)}]"
+        )
+
+
+def _requested(env: CliEnv, request: dict[str, Any], windows: list[BypassView]) -> None:
+    if env.json:
+        print_json({**request, "requested": True, "windows": [bypass_doc(w) for w in windows]})
+    else:
+        console().print(f"replay of {len(windows)} window(s) of {request['stream_id']!r} requested")
+        for window in windows:
+            error = error_text(window.last_error)
+            console().print(f"  {window_text(window.start_ms, window.end_ms)}  last error: {error}")
+
+
+def _json(raw: bytes | None) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw or b"")
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}

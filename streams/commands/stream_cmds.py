@@ -1,0 +1,294 @@
+"""`tidemark streams create|update|pause|resume|delete|list|show`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from streams.commands.common import (
+    READ_TIMEOUT_S,
+    BootstrapOpt,
+    CliEnv,
+    OutputOpt,
+    PrefixOpt,
+    console,
+    friendly_errors,
+    now_ms,
+    print_json,
+)
+from streams.commands.flags import ConfigFlags, validated
+from streams.commands.views import by_lag, stream_details, stream_doc, streams_table
+from streams.commands.views import bypass_doc as bypass_json
+from streams.errors import TidemarkError
+from streams.humanize import format_duration, format_time
+from streams.readmodel import TOPICS, ReadModel, StreamView
+from streams.topic_io import send
+
+app = typer.Typer(
+    help="Create, change, pause, resume, delete and inspect streams.",
+    no_args_is_help=True,
+)
+
+Stream = Annotated[str, typer.Argument(metavar="STREAM", help="the stream id", show_default=False)]
+
+
+def _duration(help_text: str) -> Any:
+    return typer.Option(metavar="DURATION", help=help_text)
+
+
+# Defaults in brackets are the ones `create` uses; `update` keeps what is not given.
+Window = Annotated[str | None, _duration("window length, e.g. 1m [1m]")]
+Step = Annotated[str | None, _duration("how far each window moves on, e.g. 15s [15s]")]
+Delay = Annotated[str | None, _duration("how long after its end a window is due [0s]")]
+Timeout = Annotated[str | None, _duration("deadline for a task's result [1m]")]
+BypassAfter = Annotated[str | None, _duration("give up on a window failing this long [5m]")]
+Retry = Annotated[
+    str | None,
+    typer.Option(
+        metavar="POLICY",
+        help="immediate | fixed:60s | exponential:INITIAL,MULTIPLIER,MAX[,JITTER] [fixed:60s]",
+    ),
+]
+MaxAttempts = Annotated[
+    int | None, typer.Option(min=0, help="bypass after this many attempts, 0 = no limit [0]")
+]
+NonRetryable = Annotated[
+    list[str] | None,
+    typer.Option(metavar="KIND", help="an error kind bypassed at once (repeatable)"),
+]
+MaxInFlight = Annotated[int | None, typer.Option(min=1, help="windows dispatched at once [1]")]
+Param = Annotated[
+    list[str] | None,
+    typer.Option("--param", metavar="KEY=VALUE", help="a task param, JSON or text (repeatable)"),
+]
+ParamsJson = Annotated[
+    str | None, typer.Option(metavar="JSON", help="all task params as one JSON object")
+]
+
+
+@app.command()
+@friendly_errors
+def create(
+    ctx: typer.Context,
+    stream: Stream,
+    start: Annotated[
+        str,
+        typer.Option(
+            metavar="TIME",
+            help="where the timeline starts: 2026-11-29T10:00:00Z, now, now-1h or epoch ms",
+            show_default=False,
+        ),
+    ],
+    window: Window = None,
+    step: Step = None,
+    delay: Delay = None,
+    timeout: Timeout = None,
+    bypass_after: BypassAfter = None,
+    retry: Retry = None,
+    max_attempts: MaxAttempts = None,
+    non_retryable: NonRetryable = None,
+    max_in_flight: MaxInFlight = None,
+    param: Param = None,
+    params_json: ParamsJson = None,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """Create a stream: its windows are dispatched from --start on."""
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    flags = ConfigFlags(
+        start, window, step, delay, timeout, bypass_after, retry, max_attempts,
+        non_retryable, max_in_flight, param, params_json,
+    )  # fmt: skip
+    config = validated(flags.merge({"stream_id": stream}, now_ms()))
+    env.connect(require=["control"])
+    if _read(env, ("control",)).stream(stream) is not None:
+        raise TidemarkError(
+            f"stream {stream!r} already exists; change it with `tidemark streams update`"
+        )
+    _upsert(env, config, "created")
+
+
+@app.command()
+@friendly_errors
+def update(
+    ctx: typer.Context,
+    stream: Stream,
+    window: Window = None,
+    step: Step = None,
+    delay: Delay = None,
+    timeout: Timeout = None,
+    bypass_after: BypassAfter = None,
+    retry: Retry = None,
+    max_attempts: MaxAttempts = None,
+    non_retryable: NonRetryable = None,
+    max_in_flight: MaxInFlight = None,
+    param: Param = None,
+    params_json: ParamsJson = None,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """Change a stream's config; what is not given stays as it is.
+
+    Progress never moves on a change (the start stays), and windows already dispatched keep
+    their bounds. --params-json replaces all params, --param sets single keys.
+    """
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    flags = ConfigFlags(
+        None, window, step, delay, timeout, bypass_after, retry, max_attempts,
+        non_retryable, max_in_flight, param, params_json,
+    )  # fmt: skip
+    flags.changes(now_ms())  # bad input is reported before anything talks to Kafka
+    current = _existing(env, stream)
+    if current.config is None:
+        raise TidemarkError(f"stream {stream!r} has no config on the control topic any more")
+    _upsert(env, validated(flags.merge(current.config, now_ms())), "updated")
+
+
+@app.command()
+@friendly_errors
+def pause(
+    ctx: typer.Context,
+    stream: Stream,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """Stop dispatching a stream's windows (results and deadlines are still handled)."""
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    _existing(env, stream)
+    _control(env, "pause", stream, "paused")
+
+
+@app.command()
+@friendly_errors
+def resume(
+    ctx: typer.Context,
+    stream: Stream,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """Dispatch a paused stream's windows again."""
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    _existing(env, stream)
+    _control(env, "resume", stream, "resumed")
+
+
+@app.command()
+@friendly_errors
+def delete(
+    ctx: typer.Context,
+    stream: Stream,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """Forget a stream and its progress (its bypassed windows stay listed)."""
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    _existing(env, stream)
+    if not yes:
+        typer.confirm(f"Delete stream {stream!r} and its progress?", abort=True, err=True)
+    _control(env, "delete", stream, "deleted")
+
+
+@app.command("list")
+@friendly_errors
+def list_(
+    ctx: typer.Context,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """Every stream, the most lagging first: downstream time, lag, state, attempt, bypasses."""
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    env.connect()
+    model = _read(env)
+    now = now_ms()
+    views = by_lag(model.streams(), now)
+    if env.json:
+        print_json([stream_doc(view, now, config=False) for view in views])
+    elif views:
+        console().print(streams_table(views, now))
+    else:
+        console().print(f"no streams on {env.topics.control}")
+
+
+@app.command()
+@friendly_errors
+def show(
+    ctx: typer.Context,
+    stream: Stream,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """One stream in detail: config, current window, last error, bypassed windows."""
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    env.connect()
+    model = _read(env)
+    view = _known(model, stream)
+    bypasses = sorted(
+        (b for b in model.bypasses() if b.stream_id == stream), key=lambda b: b.start_ms
+    )
+    now = now_ms()
+    if env.json:
+        print_json({**stream_doc(view, now), "bypassed": [bypass_json(b) for b in bypasses]})
+    else:
+        console().print(stream_details(view, bypasses, now))
+
+
+def _read(env: CliEnv, topics: tuple[str, ...] | None = None) -> ReadModel:
+    """A read model of the topics, caught up (or a warning on stderr if that took too long)."""
+    model = ReadModel(env.settings, env.topics.prefix, topics or TOPICS)
+    try:
+        model.refresh(READ_TIMEOUT_S)
+    finally:
+        model.close()
+    if not model.caught_up:
+        console(stderr=True).print(
+            f"warning: the topics were not read to their end within {READ_TIMEOUT_S:g} s; "
+            "this view may be behind"
+        )
+    return model
+
+
+def _known(model: ReadModel, stream: str) -> StreamView:
+    view = model.stream(stream)
+    if view is None:
+        raise TidemarkError(f"unknown stream {stream!r}")
+    return view
+
+
+def _existing(env: CliEnv, stream: str) -> StreamView:
+    """The stream as the control topic shows it, or an error if it is unknown or deleted."""
+    env.connect(require=["control"])
+    return _known(_read(env, ("control",)), stream)
+
+
+def _control(env: CliEnv, kind: str, stream: str, done: str) -> None:
+    value = {"type": kind, "stream_id": stream}
+    send(env.settings, env.topics.control, value)
+    _report(env, value, f"{done} stream {stream!r}")
+
+
+def _upsert(env: CliEnv, config: dict[str, Any], done: str) -> None:
+    value = {"type": "upsert", **config}
+    send(env.settings, env.topics.control, value)
+    _report(
+        env,
+        value,
+        f"{done} stream {config['stream_id']!r}: windows of "
+        f"{format_duration(config['window_ms'])} every {format_duration(config['step_ms'])} "
+        f"from {format_time(config['start_ms'])}",
+    )
+
+
+def _report(env: CliEnv, value: dict[str, Any], text: str) -> None:
+    if env.json:
+        print_json({"sent": value, "topic": env.topics.control})
+    else:
+        console().print(text)

@@ -1,0 +1,119 @@
+"""`tidemark tail TOPIC`: print a topic's values as they arrive, to --max, --timeout or Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from streams.commands.common import (
+    BootstrapOpt,
+    CliEnv,
+    OutputOpt,
+    PrefixOpt,
+    console,
+    friendly_errors,
+)
+from streams.humanize import format_time
+from streams.topic_io import Record, TopicReader
+
+
+class TailTopic(StrEnum):
+    commits = "commits"
+    tasks = "tasks"
+    results = "results"
+    bypassed = "bypassed"
+    rejected = "rejected"
+
+
+@friendly_errors
+def tail(
+    ctx: typer.Context,
+    topic: Annotated[TailTopic, typer.Argument(metavar="TOPIC", help="which topic to print")],
+    from_beginning: Annotated[
+        bool, typer.Option("--from-beginning", help="start at the oldest record, not now")
+    ] = False,
+    max_records: Annotated[
+        int | None, typer.Option("--max", min=1, help="stop after this many records")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option(min=0, help="stop after this many seconds")
+    ] = None,
+    output: OutputOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    prefix: PrefixOpt = None,
+) -> None:
+    """Print each record of a topic as it arrives; Ctrl-C stops.
+
+    Text shows the record's time, key and value; --output json prints one JSON object a line:
+    {"topic", "partition", "offset", "timestamp_ms", "key", "value"} (value null: a tombstone).
+    """
+    env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    env.connect(require=[topic.value])
+    name = f"{env.topics.prefix}.{topic.value}"
+    reader = TopicReader(env.settings, [name], "tidemark-tail")
+    try:
+        reader.start(from_end=not from_beginning, timeout_s=env.connect_timeout_s)
+        where = "the beginning" if from_beginning else "now"
+        console(stderr=True).print(f"tailing {name} from {where} (Ctrl-C to stop)")
+        _follow(reader, topic.value, env.json, max_records, timeout)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:  # `tidemark tail ... | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        reader.close()
+
+
+def _follow(
+    reader: TopicReader,
+    short: str,
+    as_json: bool,
+    max_records: int | None,
+    timeout_s: float | None,
+) -> None:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    printed = 0
+    while max_records is None or printed < max_records:
+        wait_s = 0.1 if deadline is None else min(deadline - time.monotonic(), 0.1)
+        if wait_s <= 0:
+            return
+        want = 500 if max_records is None else min(max_records - printed, 500)
+        for record in reader.poll(wait_s, want):
+            line = json.dumps(_doc(short, record)) if as_json else _text_line(record)
+            sys.stdout.write(line + "\n")
+            printed += 1
+        sys.stdout.flush()
+
+
+def _doc(short: str, record: Record) -> dict[str, Any]:
+    return {
+        "topic": short,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp_ms": record.timestamp_ms,
+        "key": None if record.key is None else record.key.decode("utf-8", "replace"),
+        "value": _value(record.value),
+    }
+
+
+def _value(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+def _text_line(record: Record) -> str:
+    key = "-" if record.key is None else record.key.decode("utf-8", "replace")
+    value = record.value
+    shown = "(tombstone)" if value is None else json.dumps(_value(value), separators=(",", ":"))
+    when = "-" if record.timestamp_ms is None else format_time(record.timestamp_ms)
+    return f"{when} {key} {shown}"

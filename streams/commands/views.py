@@ -1,0 +1,183 @@
+"""Read-model views as JSON documents and as rich tables, shared by `streams` and `status`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from streams.humanize import format_duration, format_time
+from streams.readmodel import BypassView, StreamView
+
+STATE_STYLES = {"live": "green", "catching up": "yellow", "retrying": "red", "paused": "dim"}
+
+
+def by_lag(views: Iterable[StreamView], now_ms: int) -> list[StreamView]:
+    """The most lagging first; streams without a known lag last; ties by stream id."""
+
+    def key(view: StreamView) -> tuple[bool, int, str]:
+        lag = view.lag_ms(now_ms)
+        return (lag is None, -(lag or 0), view.stream_id)
+
+    return sorted(views, key=key)
+
+
+def stream_doc(view: StreamView, now_ms: int, config: bool = True) -> dict[str, Any]:
+    """A stream for `--output json`: the view's fields, its lag and state at `now_ms`."""
+    doc: dict[str, Any] = {
+        "stream_id": view.stream_id,
+        "state": view.state(now_ms),
+        "lag_ms": view.lag_ms(now_ms),
+        "downstream_ms": view.downstream_ms,
+        "last_commit_ms": view.last_commit_ms,
+        "window": None if view.window is None else list(view.window),
+        "attempt": view.attempt,
+        "last_error": view.last_error,
+        "bypasses": view.bypasses,
+        "paused": view.paused,
+    }
+    if config:
+        doc["config"] = view.config
+    return doc
+
+
+def bypass_doc(view: BypassView) -> dict[str, Any]:
+    return {
+        "stream_id": view.stream_id,
+        "start_ms": view.start_ms,
+        "end_ms": view.end_ms,
+        "attempts": view.attempts,
+        "first_failed_ms": view.first_failed_ms,
+        "bypassed_ms": view.bypassed_ms,
+        "last_error": view.last_error,
+        "replay_command": view.replay_command(),
+    }
+
+
+def time_text(ms: int | None) -> str:
+    return "-" if ms is None else format_time(ms)
+
+
+def window_text(start_ms: int, end_ms: int) -> str:
+    return f"{format_time(start_ms)} .. {format_time(end_ms)}"
+
+
+def lag_text(lag_ms: int | None) -> str:
+    return "-" if lag_ms is None else format_duration(lag_ms, parts=2)
+
+
+def state_text(state: str) -> Text:
+    return Text(state, style=STATE_STYLES.get(state, ""))
+
+
+def error_text(error: Mapping[str, str] | None) -> str:
+    if not error:
+        return "-"
+    return f"{error.get('kind', '?')}: {error.get('message', '')}".rstrip(": ")
+
+
+def streams_table(views: Iterable[StreamView], now_ms: int, title: str | None = None) -> Table:
+    """stream, downstream (UTC), lag, state, attempt, bypasses: one row per stream."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("stream", overflow="fold")
+    table.add_column("downstream (UTC)", no_wrap=True)
+    table.add_column("lag", justify="right", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("attempt", justify="right")
+    table.add_column("bypasses", justify="right")
+    for view in views:
+        table.add_row(
+            view.stream_id,
+            time_text(view.downstream_ms),
+            lag_text(view.lag_ms(now_ms)),
+            state_text(view.state(now_ms)),
+            str(view.attempt),
+            str(view.bypasses),
+        )
+    return table
+
+
+def bypass_table(views: Iterable[BypassView], title: str | None = None) -> Table:
+    """Bypassed windows with their last error and the command that replays each."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("stream", overflow="fold")
+    table.add_column("window (UTC)", overflow="fold")
+    table.add_column("attempts", justify="right")
+    table.add_column("bypassed at", no_wrap=True)
+    table.add_column("last error", overflow="fold")
+    table.add_column("replay with", overflow="fold")
+    for view in views:
+        table.add_row(
+            view.stream_id,
+            window_text(view.start_ms, view.end_ms),
+            str(view.attempts),
+            format_time(view.bypassed_ms),
+            error_text(view.last_error),
+            view.replay_command(),
+        )
+    return table
+
+
+def retry_text(retry: Mapping[str, Any]) -> str:
+    """A retry policy in `--retry` syntax: immediate, fixed:1m, exponential:1s,2.0,5m,0.1."""
+    strategy = retry.get("strategy")
+    if strategy == "fixed":
+        return f"fixed:{format_duration(int(retry['interval_ms']))}"
+    if strategy == "exponential":
+        initial, top = format_duration(int(retry["initial_ms"])), format_duration(retry["max_ms"])
+        return f"exponential:{initial},{retry['multiplier']:g},{top},{retry['jitter']:g}"
+    return str(strategy)
+
+
+def config_rows(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A config as (flag, value) pairs, in the syntax `streams create` accepts."""
+    params = config.get("params") or {}
+    return [
+        ("--start", format_time(int(config["start_ms"]))),
+        ("--window", format_duration(int(config["window_ms"]))),
+        ("--step", format_duration(int(config["step_ms"]))),
+        ("--delay", format_duration(int(config["delay_ms"]))),
+        ("--timeout", format_duration(int(config["task_timeout_ms"]))),
+        ("--bypass-after", format_duration(int(config["bypass_after_ms"]))),
+        ("--retry", retry_text(config["retry"])),
+        ("--max-attempts", str(config.get("max_attempts") or "no limit")),
+        ("--non-retryable", ", ".join(config.get("non_retryable") or []) or "-"),
+        ("--max-in-flight", str(config["max_in_flight"])),
+        ("--param", ", ".join(f"{k}={v!r}" for k, v in sorted(params.items())) or "-"),
+    ]
+
+
+def stream_details(view: StreamView, bypasses: Iterable[BypassView], now_ms: int) -> RenderableType:
+    """Everything `streams show` prints about one stream."""
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column(overflow="fold")
+    window = view.window
+    rows = [
+        ("stream", Text(view.stream_id)),
+        ("state", state_text(view.state(now_ms))),
+        ("downstream", Text(time_text(view.downstream_ms))),
+        ("lag", Text(lag_text(view.lag_ms(now_ms)))),
+        ("last commit", Text(time_text(view.last_commit_ms))),
+        ("current window", Text("-" if window is None else window_text(*window))),
+        ("attempt", Text(str(view.attempt))),
+        ("last error", Text(error_text(view.last_error))),
+        ("bypassed windows", Text(str(view.bypasses))),
+    ]
+    for name, fact in rows:
+        facts.add_row(name, fact)
+    parts: list[RenderableType] = [facts]
+    if view.config is not None:
+        config = Table(title="config", title_justify="left", show_header=False)
+        config.add_column(style="bold")
+        config.add_column(overflow="fold")
+        for flag, value in config_rows(view.config):
+            config.add_row(flag, value)
+        parts.append(config)
+    listed = list(bypasses)
+    if listed:
+        parts.append(bypass_table(listed, title="bypassed windows"))
+    return Group(*parts)
