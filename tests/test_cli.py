@@ -2,8 +2,9 @@
 
 Commands run in-process through typer's CliRunner, except `tail` in follow mode and `worker`,
 which run as processes. `streams create|list|show` and `status` watch a real coordinator whose
-tasks a Responder answers (streams named `fail-*` are nacked); `replay` runs on topics without a
-coordinator, the test playing the coordinator's part.
+tasks a Responder answers (streams named `fail-*` are nacked, but not their replays); `replay`
+runs once on it, and for each outcome on topics without a coordinator, the test playing its
+part.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def now_ms() -> int:
 
 
 def answer(task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    if task["stream_id"].startswith("fail-"):
+    """Streams named fail-* fail, except when their bypassed windows are replayed."""
+    if task["stream_id"].startswith("fail-") and not task.get("replay"):
         return "nack", {"error": {"kind": "no_data", "message": "nothing for this window"}}
     return "ack", {"ack_ms": task["end_ms"]}
 
@@ -220,10 +222,14 @@ def test_topics_create_makes_every_topic_once(kafka: KafkaSettings, unique: str)
 
 
 def test_commands_that_need_topics_say_how_to_create_them(kafka: KafkaSettings) -> None:
-    result = Cli(kafka, f"none-{uuid.uuid4().hex[:6]}")("streams", "create", "x", "--start", "now")
+    cli = Cli(kafka, f"none-{uuid.uuid4().hex[:6]}")
+    result = cli("streams", "create", "x", "--start", "now")
 
     assert result.exit_code == 1
     assert "does not exist" in result.stderr and "tidemark topics create" in result.stderr
+    assert "tidemark topics create" in cli.ok("status")
+    assert cli.json("status")["topics_exist"] is False
+    assert "no streams" in cli.ok("streams", "list")
 
 
 # -- streams, on a real coordinator -----------------------------------------------------------
@@ -277,6 +283,14 @@ def test_a_failing_stream_shows_retries_bypasses_and_how_to_replay(cli: Cli) -> 
         assert sum(status["states"].values()) == status["streams"]
         summary = cli.ok("status")
         assert "reachable" in summary and "recent bypasses" in summary and s in summary
+
+        start, end = bypassed["start_ms"], bypassed["end_ms"]
+        replay = cli("replay", s, "--from", str(start), "--to", str(end), "--timeout", "30")
+        assert replay.exit_code == 0, replay.output
+        assert f"replayed 1 of 1 windows of '{s}'" in replay.stdout
+        after = cli.json("streams", "show", s)
+        assert start not in [b["start_ms"] for b in after["bypassed"]]
+        assert after["downstream_ms"] >= doc["downstream_ms"]
     finally:
         cli.ok("streams", "delete", s, "--yes")
 

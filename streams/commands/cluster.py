@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from streams.commands.common import (
     READ_TIMEOUT_S,
@@ -24,7 +25,7 @@ from streams.commands.views import (
     STATE_STYLES,
     by_lag,
     bypass_doc,
-    bypass_table,
+    print_bypasses,
     stream_doc,
     streams_table,
 )
@@ -115,9 +116,12 @@ def status(
         if env.json:
             print_json({"broker": broker})
         else:
-            console().print(f"broker: [red]unreachable[/red] at {env.settings.bootstrap_servers}")
+            where = f" at {env.settings.bootstrap_servers}"
+            console().print(Text.assemble("broker: ", ("unreachable", "red"), where))
         fail(str(exc))
         raise typer.Exit(1) from None
+    control = env.topics.control
+    exists = control in partition_counts(env.settings, [control], env.connect_timeout_s)
     model = ReadModel(env.settings, env.topics.prefix)
     try:
         model.refresh(READ_TIMEOUT_S)
@@ -134,6 +138,7 @@ def status(
             {
                 "broker": broker,
                 "prefix": env.topics.prefix,
+                "topics_exist": exists,
                 "caught_up": model.caught_up,
                 "streams": len(views),
                 "states": counts,
@@ -143,17 +148,21 @@ def status(
         )
         return
     out = console()
-    out.print(
-        f"broker: [green]reachable[/green] at {env.settings.bootstrap_servers} "
-        f"({broker['brokers']} broker(s)), topics {env.topics.prefix}.*"
-    )
+    where = f" at {env.settings.bootstrap_servers} ({broker['brokers']} broker(s))"
+    out.print(Text.assemble("broker: ", ("reachable", "green"), where))
+    if not exists:
+        out.print(
+            f"no topics {env.topics.prefix}.* yet: create them with "
+            f"`tidemark topics create --prefix {env.topics.prefix}`",
+            style="yellow",
+        )
     by_state = ", ".join(f"{n} {state}" for state, n in counts.items())
     out.print(f"streams: {len(views)} ({by_state})")
     if not model.caught_up:
-        out.print("[yellow]the topics were not read to their end; this view may be behind[/]")
+        out.print("the topics were not read to their end; this view may be behind", style="yellow")
     if lagging:
         out.print(streams_table(lagging, now, title=f"most lagging (top {TOP_LAGGING})"))
     if bypasses:
-        out.print(bypass_table(bypasses, title="recent bypasses"))
+        print_bypasses(out, bypasses, "recent bypasses")
     else:
         out.print("no bypassed windows")

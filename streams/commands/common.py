@@ -111,8 +111,11 @@ class CliEnv:
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console on the current stdout (or stderr), so that test runners can capture it."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A rich console on the current stdout (or stderr), so that test runners can capture it.
+
+    Markup is off: stream ids and error messages are shown as they are, brackets and all.
+    """
+    return Console(stderr=stderr, highlight=False, markup=False)
 
 
 def print_json(doc: Any) -> None:

@@ -27,7 +27,7 @@ from streams.commands.common import (
     now_ms,
     print_json,
 )
-from streams.commands.views import bypass_doc, bypass_table, error_text, window_text
+from streams.commands.views import bypass_doc, error_text, print_bypasses, window_text
 from streams.coordinator.topics import Topics
 from streams.errors import InvalidInput, TidemarkError
 from streams.humanize import format_time, parse_time_ms
@@ -199,7 +199,7 @@ def _summary(env: CliEnv, watch: ReplayWatch) -> None:
             f"replayed {len(watch.replayed)} of {len(windows)} windows of {watch.stream_id!r}"
         )
         if failed:
-            out.print(bypass_table(failed, title="failed again (still listed)"))
+            print_bypasses(out, failed, "failed again (still listed)", commands=False)
         for window in pending:
             out.print(f"no outcome yet: {window_text(window.start_ms, window.end_ms)}")
     if failed or pending:

@@ -18,7 +18,7 @@ from streams.commands.common import (
     print_json,
 )
 from streams.commands.flags import ConfigFlags, validated
-from streams.commands.views import by_lag, stream_details, stream_doc, streams_table
+from streams.commands.views import by_lag, print_stream, stream_doc, streams_table
 from streams.commands.views import bypass_doc as bypass_json
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
@@ -238,7 +238,7 @@ def show(
     if env.json:
         print_json({**stream_doc(view, now), "bypassed": [bypass_json(b) for b in bypasses]})
     else:
-        console().print(stream_details(view, bypasses, now))
+        print_stream(console(), view, bypasses, now)
 
 
 def _read(env: CliEnv, topics: tuple[str, ...] | None = None) -> ReadModel:

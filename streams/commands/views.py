@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -100,23 +101,36 @@ def streams_table(views: Iterable[StreamView], now_ms: int, title: str | None = 
     return table
 
 
-def bypass_table(views: Iterable[BypassView], title: str | None = None) -> Table:
-    """Bypassed windows with their last error and the command that replays each."""
+def print_bypasses(
+    out: Console, views: Iterable[BypassView], title: str, commands: bool = True
+) -> None:
+    """Bypassed windows with their last error, then the command that replays each.
+
+    The commands come on lines of their own, never wrapped, so that they can be copied.
+    """
+    listed = list(views)
+    out.print(bypass_table(listed, title))
+    if commands and listed:
+        out.print("replay with:")
+        for view in listed:
+            out.print(f"  {view.replay_command()}", soft_wrap=True)
+
+
+def bypass_table(listed: Iterable[BypassView], title: str | None = None) -> Table:
+    """Bypassed windows: stream, window, attempts, when, last error."""
     table = Table(title=title, title_justify="left")
     table.add_column("stream", overflow="fold")
     table.add_column("window (UTC)", overflow="fold")
     table.add_column("attempts", justify="right")
     table.add_column("bypassed at", no_wrap=True)
     table.add_column("last error", overflow="fold")
-    table.add_column("replay with", overflow="fold")
-    for view in views:
+    for view in listed:
         table.add_row(
             view.stream_id,
             window_text(view.start_ms, view.end_ms),
             str(view.attempts),
             format_time(view.bypassed_ms),
             error_text(view.last_error),
-            view.replay_command(),
         )
     return table
 
@@ -146,11 +160,13 @@ def config_rows(config: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("--max-attempts", str(config.get("max_attempts") or "no limit")),
         ("--non-retryable", ", ".join(config.get("non_retryable") or []) or "-"),
         ("--max-in-flight", str(config["max_in_flight"])),
-        ("--param", ", ".join(f"{k}={v!r}" for k, v in sorted(params.items())) or "-"),
+        ("--param", " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items())) or "-"),
     ]
 
 
-def stream_details(view: StreamView, bypasses: Iterable[BypassView], now_ms: int) -> RenderableType:
+def print_stream(
+    out: Console, view: StreamView, bypasses: Iterable[BypassView], now_ms: int
+) -> None:
     """Everything `streams show` prints about one stream."""
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
@@ -169,15 +185,14 @@ def stream_details(view: StreamView, bypasses: Iterable[BypassView], now_ms: int
     ]
     for name, fact in rows:
         facts.add_row(name, fact)
-    parts: list[RenderableType] = [facts]
+    out.print(facts)
     if view.config is not None:
         config = Table(title="config", title_justify="left", show_header=False)
         config.add_column(style="bold")
         config.add_column(overflow="fold")
         for flag, value in config_rows(view.config):
             config.add_row(flag, value)
-        parts.append(config)
+        out.print(config)
     listed = list(bypasses)
     if listed:
-        parts.append(bypass_table(listed, title="bypassed windows"))
-    return Group(*parts)
+        print_bypasses(out, listed, "bypassed windows")
