@@ -86,6 +86,8 @@ class TopicReader:
         start: list[TopicPartition] = []
         for (topic, partition), (low, high) in self._watermarks(timeout_s).items():
             position = max(self._positions.get((topic, partition), low), low)
+            if position > high:  # the topic was deleted and made again: read it anew
+                position = low
             if position < high:
                 behind[topic, partition] = high
                 start.append(TopicPartition(topic, partition, position))
