@@ -39,7 +39,7 @@ def _duration(help_text: str) -> Any:
 
 # Defaults in brackets are the ones `create` uses; `update` keeps what is not given.
 Window = Annotated[str | None, _duration("window length, e.g. 1m [1m]")]
-Step = Annotated[str | None, _duration("how far each window moves on, e.g. 15s [15s]")]
+Step = Annotated[str | None, _duration("data resolution, bypasses truncate to it [15s]")]
 Delay = Annotated[str | None, _duration("how long after its end a window is due [0s]")]
 Timeout = Annotated[str | None, _duration("deadline for a task's result [1m]")]
 BypassAfter = Annotated[str | None, _duration("give up on a window failing this long [5m]")]
