@@ -143,7 +143,10 @@ class Processor:
         value: bytes | None,
         now_ms: int,
     ) -> None:
-        """Handle one input. Nothing in it, however malformed, raises."""
+        """Handle one input. Malformed input is rejected (to `rejected`), never raised.
+
+        An exception from here is a bug; the caller logs it and goes on with the next input.
+        """
         try:
             self._on_message(topic, partition, offset, key, value, now_ms)
         except Exception:
