@@ -297,15 +297,17 @@ class ReadModel:
         partitions are still behind (`caught_up` says which happened; the next call goes on).
         Raises BrokerUnavailable if the cluster does not answer within `timeout_s`.
         """
+        records: list[Record] = []
         try:
-            self.caught_up = self._reader.read(timeout_s, self._apply_batch)
+            self.caught_up = self._reader.read(timeout_s, records.extend)
         except BrokerUnavailable as exc:
             where = f"{self.topics.prefix}.* at {self.settings.bootstrap_servers}"
             raise BrokerUnavailable(f"could not read the topics {where}: {exc}") from exc
-
-    def _apply_batch(self, batch: list[Record]) -> None:
+        # The topics are read side by side, so one topic can run ahead of another: apply what
+        # was read in the order it was written (a delete, then the re-created stream's commits).
+        records.sort(key=lambda record: record.timestamp_ms or 0)
         with self._lock:
-            for record in batch:
+            for record in records:
                 self._apply(self._short[record.topic], record.key, record.value)
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -310,6 +311,35 @@ def test_refresh_reads_every_topic_then_only_what_is_new(kafka: KafkaSettings, u
         assert rm.bypasses() == []
         rm.refresh(timeout_s=20)  # nothing new: returns at once
         assert rm.caught_up
+    finally:
+        rm.close()
+
+
+@pytest.mark.broker
+def test_refresh_applies_topics_in_the_order_they_were_written(
+    kafka: KafkaSettings, unique: str
+) -> None:
+    """A stream deleted and made again (as `make run` does): the delete on `control` must not
+    wipe the new incarnation's commits, whichever topic the reader happens to read first."""
+    topics = Topics(f"rm-{unique}")
+    create_topics(kafka, topics.specs(partitions=3, replication=1))
+    producer = Producer(kafka.producer())
+    base = time.time_ns() // 1_000_000 - 60_000
+
+    def send(topic: str, value: Any, at_ms: int) -> None:
+        producer.produce(f"{topics.prefix}.{topic}", json.dumps(value).encode(), b"s",
+                         timestamp=at_ms)  # fmt: skip
+
+    send("control", upsert("s"), base)
+    send("commits", {**commit(T0 + MIN), "stream_id": "s"}, base + 1)
+    send("control", {"type": "delete", "stream_id": "s"}, base + 2)
+    send("control", upsert("s"), base + 3)
+    send("commits", {**commit(T0 + 5 * MIN), "stream_id": "s"}, base + 4)
+    producer.flush(10)
+    rm = ReadModel(kafka, topics.prefix)
+    try:
+        rm.refresh(timeout_s=20)
+        assert the(rm, "s").downstream_ms == T0 + 5 * MIN
     finally:
         rm.close()
 
