@@ -101,9 +101,14 @@ class ReplayLane:
                 self._emit(state, live, decision, now_ms)
 
     def delete(self, stream_id: str) -> None:
+        """Forget a deleted stream's bypassed windows, on `bypassed` too (tombstones)."""
         self._busy.discard(stream_id)
-        if self.store.get(stream_id) is not None:
-            self.store.delete(stream_id)
+        state = self._load(stream_id)
+        if state is None:
+            return
+        for window in state.listed:
+            self.emitter.send(self.topics.bypassed, f"{stream_id}/{window.start_ms}".encode(), None)
+        self.store.delete(stream_id)
 
     def rebuild(self, owned: Callable[[str], bool]) -> list[str]:
         """Find busy replays of newly owned streams; return their ids."""

@@ -106,19 +106,29 @@ class Driver:
         store: InMemoryStore | None = None,
         flush_ms: int = 200,
         partitions: int = PARTITIONS,
+        replay_store: InMemoryStore | None = None,
     ) -> None:
         self.store = InMemoryStore() if store is None else store
+        self.replay_store = InMemoryStore() if replay_store is None else replay_store
         self.emitter = RecordingEmitter()
         self.topics = Topics()
         self.partitions = partitions
         self.flush_ms = flush_ms
-        self.processor = Processor(self.topics, partitions, self.store, self.emitter, flush_ms)
+        self.processor = Processor(
+            self.topics,
+            partitions,
+            self.store,
+            self.emitter,
+            flush_ms,
+            replay_store=self.replay_store,
+            replay_concurrency=1,
+        )
         self._offsets: dict[str, int] = {}
 
     def restart(self) -> Driver:
         """A new process over the same table: nothing in memory survives, callbacks are lost."""
         self.emitter.drop_pending()
-        return Driver(self.store, self.flush_ms, self.partitions)
+        return Driver(self.store, self.flush_ms, self.partitions, self.replay_store)
 
     def partition(self, stream_id: str) -> int:
         return partition_of(stream_id.encode(), self.partitions)

@@ -881,3 +881,48 @@ def test_a_result_for_a_stream_with_an_unreadable_record_does_not_raise() -> Non
 
     again.result(ack(task), at(10, 1, 6))
     assert len(again.rejected()) == 1
+
+
+# -- the replay lane through the processor ------------------------------------------------------
+
+
+def bypassed_first_window() -> tuple[Driver, dict[str, Any]]:
+    """cluster-a's (10:00, 10:01] nacked until bypassed at once (a non-retryable kind)."""
+    d, task = started(non_retryable=["bad_params"])
+    d.result(nack(task, "bad_params"), at(10, 1, 5))
+    (record,) = [s.json() for s in d.bypassed()]
+    assert (record["start_ms"], record["attempts"]) == (T0, 1)
+    return d, task
+
+
+def test_a_replay_dispatches_the_bypassed_window_and_an_ack_unlists_it() -> None:
+    d, _ = bypassed_first_window()
+    d.emitter.clear()
+    d.control({"type": "replay", "stream_id": SID, "from_ms": T0, "to_ms": at(10, 1)}, at(10, 2))
+    (replay,) = [t for t in d.tasks() if t.get("replay")]
+    assert (replay["start_ms"], replay["end_ms"], replay["attempt"]) == (T0, at(10, 1), 2)
+    downstream_before = d.commits()[-1]["downstream_ms"] if d.commits() else None
+
+    d.result(ack(replay), at(10, 2, 1))
+    (tombstone,) = d.bypassed()
+    assert (tombstone.key, tombstone.value) == (f"{SID}/{T0}".encode(), None)
+    (replayed,) = [c for c in d.commits() if c["windows"][0]["reason"] == "replayed"]
+    assert replayed["downstream_ms"] == replayed["previous_ms"]  # progress does not move
+    assert downstream_before is None or replayed["downstream_ms"] == downstream_before
+    assert d.replay_store.data == {}  # nothing listed any more
+
+
+def test_a_replay_without_a_listed_window_is_rejected() -> None:
+    d, _ = started()
+    d.control({"type": "replay", "stream_id": SID, "from_ms": T0, "to_ms": at(10, 1)}, at(10, 2))
+    (rejected,) = d.rejected()
+    assert rejected["reason"] == "replay: no bypassed window of 'cluster-a' is listed"
+
+
+def test_deleting_a_stream_unlists_its_bypassed_windows() -> None:
+    d, _ = bypassed_first_window()
+    d.emitter.clear()
+    d.control({"type": "delete", "stream_id": SID}, at(10, 2))
+    (tombstone,) = d.bypassed()
+    assert (tombstone.key, tombstone.value) == (f"{SID}/{T0}".encode(), None)
+    assert d.store.data == {} and d.replay_store.data == {}
