@@ -25,7 +25,14 @@ def decode_task(value: bytes | None) -> Task:
         decoded = json.loads(value)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
         raise InvalidInput("task", f"not UTF-8 JSON: {exc}") from exc
-    return Task.from_wire(decoded)
+    except RecursionError as exc:  # nested too deeply: must not escape the loop's guard
+        raise InvalidInput("task", "JSON nested too deeply") from exc
+    task = Task.from_wire(decoded)
+    try:  # JSON escapes can spell lone surrogates, which no result key or value can carry
+        result_key(task)
+    except UnicodeEncodeError as exc:
+        raise InvalidInput("stream_id", f"cannot be encoded as UTF-8: {exc}") from exc
+    return task
 
 
 def checked_outcome(task: Task, outcome: object) -> Outcome:

@@ -83,3 +83,16 @@ def test_exception_texts_are_named_and_bounded() -> None:
     assert error_outcome(ValueError("bad")) == Nack(HANDLER_ERROR, "ValueError: bad")
     long = error_outcome(RuntimeError("x" * 5_000))
     assert len(long.message) == MAX_MESSAGE_CHARS + 1
+
+
+def test_tasks_that_would_crash_the_loop_are_invalid() -> None:
+    """A deeply nested value (RecursionError, not ValueError) and a stream id that cannot be
+    a UTF-8 key would otherwise raise past the loop's ``InvalidInput`` guard, and every
+    restart would crash on the same uncommitted task."""
+    with pytest.raises(InvalidInput):
+        decode_task(b"[" * 100_000)
+    with pytest.raises(InvalidInput):
+        decode_task(b'{"params": ' + b"[" * 100_000 + b"]}")
+    surrogate = json.dumps({**TASK.to_wire(), "stream_id": "s\ud800"}).encode()
+    with pytest.raises(InvalidInput, match="stream_id"):
+        decode_task(surrogate)
