@@ -57,7 +57,11 @@ def checked_outcome(task: Task, outcome: object) -> Outcome:
 
 def error_outcome(exc: BaseException) -> Nack:
     """The nack for a handler that raised: its exception type and text."""
-    return Nack(HANDLER_ERROR, bounded(f"{type(exc).__name__}: {exc}"))
+    try:
+        text = str(exc)
+    except BaseException:  # this nack is the task's only answer: it must not raise
+        text = "(the exception's text could not be read)"
+    return Nack(HANDLER_ERROR, bounded(f"{type(exc).__name__}: {text}"))
 
 
 def result_value(task: Task, outcome: Outcome) -> bytes:

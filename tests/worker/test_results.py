@@ -96,3 +96,17 @@ def test_tasks_that_would_crash_the_loop_are_invalid() -> None:
     surrogate = json.dumps({**TASK.to_wire(), "stream_id": "s\ud800"}).encode()
     with pytest.raises(InvalidInput, match="stream_id"):
         decode_task(surrogate)
+
+
+def test_an_exception_whose_text_raises_still_becomes_a_nack() -> None:
+    """Else ``_call_handler`` raises past its guard: the job never gets an outcome, runs
+    (and heartbeats) forever, and its partition's commits stop for good."""
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    outcome = error_outcome(Unprintable())
+
+    assert outcome.kind == HANDLER_ERROR
+    assert "Unprintable" in outcome.message
