@@ -9,7 +9,8 @@ either way:
 | topic    | what it changes                                                                |
 |----------|--------------------------------------------------------------------------------|
 | control  | upsert: config (validated as the coordinator does), not deleted; pause/resume: |
-|          | paused; delete: the stream disappears (until an upsert re-creates it)          |
+|          | paused (of a known stream); delete: the stream disappears until an upsert      |
+|          | re-creates it, and its tasks, nacks and commits are ignored until then         |
 | tasks    | window and attempt of the latest live-lane task (replay tasks are left out)    |
 | results  | a nack sets last_error, unless its window starts before downstream_ms          |
 | commits  | downstream_ms and last_commit_ms only move forward; a nack of a window now     |
@@ -169,6 +170,12 @@ class ReadModel:
         elif topic == "bypassed":
             self._on_bypass(key, doc)
 
+    def _live_record(self, stream_id: str) -> _Record | None:
+        """The stream's record, or None while it is deleted: what the old stream emitted
+        between its delete and the coordinator applying it must not reach a re-creation."""
+        record = self._record(stream_id)
+        return None if record.deleted else record
+
     def _record(self, stream_id: str) -> _Record:
         record = self._records.get(stream_id)
         if record is None:
@@ -189,7 +196,9 @@ class ReadModel:
             record.view.config = config
             record.shown, record.deleted = True, False
         elif kind in ("pause", "resume"):
-            self._record(stream_id).view.paused = kind == "pause"
+            record = self._records.get(stream_id)
+            if record is not None and not record.deleted:  # else the coordinator rejects it
+                record.view.paused = kind == "pause"
         elif kind == "delete" and stream_id in self._records:
             record = self._records[stream_id]
             record.deleted = True
@@ -201,7 +210,9 @@ class ReadModel:
         if fields is None or not isinstance(stream_id, str) or doc.get("replay") is True:
             return
         start_ms, end_ms, attempt = fields
-        record = self._record(stream_id)
+        record = self._live_record(stream_id)
+        if record is None:
+            return
         record.shown = True
         record.view.window = (start_ms, end_ms)
         record.view.attempt = attempt
@@ -213,7 +224,9 @@ class ReadModel:
         error = _error(doc.get("error"))
         if not isinstance(stream_id, str) or fields is None or error is None:
             return
-        record = self._record(stream_id)
+        record = self._live_record(stream_id)
+        if record is None:
+            return
         downstream_ms = record.view.downstream_ms
         if downstream_ms is not None and fields[0] < downstream_ms:
             return  # a window already committed (or a replay of a bypassed one)
@@ -225,7 +238,9 @@ class ReadModel:
         if not isinstance(stream_id, str) or fields is None:
             return
         downstream_ms, committed_ms = fields
-        record = self._record(stream_id)
+        record = self._live_record(stream_id)
+        if record is None:
+            return
         record.shown = True
         view = record.view
         view.downstream_ms = max(downstream_ms, view.downstream_ms or 0)

@@ -347,3 +347,29 @@ def test_refresh_applies_topics_in_the_order_they_were_written(
 def test_refresh_fails_fast_without_a_broker(model: ReadModel) -> None:
     with pytest.raises(BrokerUnavailable, match=r"127\.0\.0\.1:1\b"):
         model.refresh(timeout_s=1)
+
+
+def test_outputs_of_a_deleted_stream_do_not_carry_over_to_its_re_creation(
+    model: ReadModel,
+) -> None:
+    """A delete is processed by the coordinator a moment after it is written: a commit, task or
+    nack it emitted for the old stream in between comes after the delete in time order. The
+    stream re-created later (here to redo the past, from an earlier start) must not inherit it:
+    `downstream_ms` only moves forward, so an old mark would hide the new progress for good."""
+    put(model, "control", upsert(start_ms=T0 + 60 * MIN))
+    put(model, "commits", commit(T0 + 61 * MIN))
+    put(model, "control", {"type": "delete", "stream_id": "s"})
+    put(model, "commits", commit(T0 + 62 * MIN))  # the old stream, before the delete applied
+    put(model, "tasks", task(T0 + 62 * MIN, attempt=2))
+    put(model, "results", nack(T0 + 62 * MIN))
+    put(model, "control", {"type": "pause", "stream_id": "s"})  # rejected: unknown stream
+
+    put(model, "control", upsert(start_ms=T0))  # re-created, from an earlier start
+    view = the(model)
+    assert (view.downstream_ms, view.last_commit_ms, view.window) == (None, None, None)
+    assert (view.attempt, view.last_error, view.paused) == (0, None, False)
+    assert view.lag_ms(T0 + 10 * MIN) == 10 * MIN
+    assert view.state(T0 + MIN) == "live"
+
+    put(model, "commits", commit(T0 + MIN))  # the new stream's progress shows
+    assert the(model).downstream_ms == T0 + MIN
