@@ -94,4 +94,8 @@ def _encode(task: Task, **fields: Any) -> bytes:
         "attempt": task.attempt,
         **fields,
     }
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # A handler's kind or message may hold lone surrogates (e.g. an OS error's text); they
+    # cannot be UTF-8, so they become "?" rather than an exception in the loop thread.
+    # (decode_task has refused a stream id with them.)
+    return text.encode("utf-8", "replace")

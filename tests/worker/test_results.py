@@ -110,3 +110,13 @@ def test_an_exception_whose_text_raises_still_becomes_a_nack() -> None:
 
     assert outcome.kind == HANDLER_ERROR
     assert "Unprintable" in outcome.message
+
+
+def test_a_nack_text_with_lone_surrogates_still_encodes() -> None:
+    """An OS error text decoded with surrogateescape, or a handler's own kind or message,
+    raised UnicodeEncodeError in the loop thread and killed the worker."""
+    raised = result_value(TASK, error_outcome(OSError("bad name b\udcff")))
+    answered = result_value(TASK, checked_outcome(TASK, Nack("kind\ud800", "text\udcff")))
+
+    assert json.loads(raised.decode("utf-8"))["error"]["message"].startswith("OSError: bad")
+    assert json.loads(answered.decode("utf-8"))["error"]["kind"].startswith("kind")
