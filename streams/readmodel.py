@@ -196,9 +196,9 @@ class ReadModel:
             record.view.config = config
             record.shown, record.deleted = True, False
         elif kind in ("pause", "resume"):
-            record = self._records.get(stream_id)
-            if record is not None and not record.deleted:  # else the coordinator rejects it
-                record.view.paused = kind == "pause"
+            known = self._records.get(stream_id)
+            if known is not None and not known.deleted:  # else the coordinator rejects it
+                known.view.paused = kind == "pause"
         elif kind == "delete" and stream_id in self._records:
             record = self._records[stream_id]
             record.deleted = True
