@@ -187,7 +187,7 @@ def delete(
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
 ) -> None:
-    """Forget a stream and its progress (its bypassed windows stay listed)."""
+    """Forget a stream, its progress and its bypassed windows (the coordinator unlists them)."""
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     _existing(env, stream)
     if not yes:
