@@ -105,8 +105,8 @@ class Demo:
             yield
             return
         console.print("starting Kafka 3.9.2 on 127.0.0.1:9092 ...")
-        broker.start()
         try:
+            broker.start()  # inside: Ctrl-C while it waits must stop the JVM it launched
             yield
         finally:
             console.print("stopping Kafka ...")

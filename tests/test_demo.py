@@ -55,3 +55,34 @@ def test_make_run_shows_progress_and_a_bypass_then_exits_cleanly() -> None:
             assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still served"
     if not broker_was_running:
         assert dev_broker().running_pid() is None
+
+
+class _SlowBroker:
+    """A dev broker whose start is interrupted by Ctrl-C after its JVM was launched."""
+
+    bootstrap_servers = "127.0.0.1:9092"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def running_pid(self) -> int | None:
+        return None
+
+    def start(self) -> None:
+        self.calls.append("start")
+        raise KeyboardInterrupt  # Ctrl-C while waiting for the broker to answer
+
+    def stop(self) -> bool:
+        self.calls.append("stop")
+        return True
+
+
+def test_ctrl_c_while_the_broker_starts_stops_the_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams import demo
+
+    broker = _SlowBroker()
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.setattr(demo, "dev_broker", lambda: broker)
+    with pytest.raises(KeyboardInterrupt), demo.Demo(None)._broker():
+        pass
+    assert broker.calls == ["start", "stop"]
