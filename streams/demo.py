@@ -187,16 +187,22 @@ class Demo:
                 raise TidemarkError(f"{child.name} exited with {child.proc.returncode}:\n{tail}")
 
     def _stop_children(self) -> None:
-        for child in reversed(self.children):
-            if child.proc.poll() is None:
-                child.proc.send_signal(signal.SIGTERM)
-        for child in self.children:
-            try:
-                child.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                child.proc.kill()
-                child.proc.wait(10)
-        self.children.clear()
+        try:
+            for child in reversed(self.children):
+                if child.proc.poll() is None:
+                    child.proc.send_signal(signal.SIGTERM)
+            for child in self.children:
+                try:
+                    child.proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    child.proc.kill()
+                    child.proc.wait(10)
+        finally:  # a second Ctrl-C cut the wait short: kill what is left (own sessions)
+            for child in self.children:
+                if child.proc.poll() is None:
+                    child.proc.kill()
+                    child.proc.wait()
+            self.children.clear()
 
 
 def _row(view: StreamView, now: int) -> dict[str, str]:

@@ -86,3 +86,42 @@ def test_ctrl_c_while_the_broker_starts_stops_the_broker(monkeypatch: pytest.Mon
     with pytest.raises(KeyboardInterrupt), demo.Demo(None)._broker():
         pass
     assert broker.calls == ["start", "stop"]
+
+
+_STUBBORN = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', flush=True); time.sleep(60)"
+)
+
+
+class _InterruptedWait(subprocess.Popen[bytes]):
+    """A child whose graceful wait is cut short by a second Ctrl-C."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is not None:
+            raise KeyboardInterrupt
+        return super().wait(timeout)
+
+
+def test_a_second_ctrl_c_while_stopping_leaves_no_child_behind(tmp_path: Path) -> None:
+    import sys
+
+    from streams import demo
+
+    run = demo.Demo(None)
+    for name, popen in (("first", _InterruptedWait), ("second", subprocess.Popen)):
+        proc = popen([sys.executable, "-c", _STUBBORN], stdout=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        run.children.append(demo.Child(name, proc, tmp_path / f"{name}.log"))
+    procs = [child.proc for child in run.children]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run._stop_children()
+        assert [p.poll() is not None for p in procs] == [True, True]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                subprocess.Popen.wait(proc)
+            if proc.stdout is not None:
+                proc.stdout.close()
