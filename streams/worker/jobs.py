@@ -83,9 +83,11 @@ class JobBoard:
             for j in self._jobs
             if j.state in ("waiting", "ready") and now_ms >= j.task.deadline_ms
         ]
-        for job in expired:  # left in the queues below, and skipped there by their state
+        for job in expired:
             job.state = "dropped"
             self._jobs.discard(job)
+        if expired:
+            self._prune()
         while self._waiting and self._waiting[0][0] <= now_ms:
             job = heapq.heappop(self._waiting)[2]
             if job.state == "waiting":
@@ -140,7 +142,16 @@ class JobBoard:
         for job in dropped:
             job.state = "dropped"
             self._jobs.discard(job)
+        if dropped:
+            self._prune()
         return dropped
+
+    def _prune(self) -> None:
+        """Forget jobs that left unstarted from the queues; else, while every thread is stuck
+        in a handler, each task taken and expired (or revoked) would stay queued for good."""
+        self._ready = deque(j for j in self._ready if j.state == "ready")
+        self._waiting = [entry for entry in self._waiting if entry[2].state == "waiting"]
+        heapq.heapify(self._waiting)
 
     def unstarted(self) -> list[Job]:
         """Jobs waiting or ready, in offset order per partition."""

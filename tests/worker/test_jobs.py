@@ -149,3 +149,24 @@ def test_an_early_task_whose_deadline_comes_first_expires_while_it_waits() -> No
     assert board.start_due(NOW + 1_000) == ([], [job])
     assert len(board) == 0
     assert board.start_due(NOW + 5_000) == ([], [])
+
+
+def test_jobs_that_leave_unstarted_do_not_pile_up_behind_a_stuck_handler() -> None:
+    """With every thread stuck in a handler, tasks keep arriving and expiring (or being
+    revoked) before they start: each leaves the board, so backpressure lets the next one in,
+    but the ready queue and the waiting heap kept every one of them."""
+    board = JobBoard(concurrency=1)
+    stuck = board.admit(task(0, timeout_ms=10**9), token(0), NOW)
+    assert stuck and board.start_due(NOW)[0] == [stuck]
+
+    for n in range(1, 1_001):
+        now = NOW + 10 * n
+        ready = board.admit(task(n, dispatched_ms=now, deadline_ms=now + 5), token(n), now)
+        early = board.admit(task(n, end_ms=now + 10**9), token(n, partition=1), now)
+        assert ready and early
+        board.drop_unstarted([("tasks", 1)])
+        assert board.start_due(now + 5) == ([], [ready])
+        assert len(board) == 1
+
+    kept = len(board._ready) + len(board._waiting)
+    assert kept <= 2, f"{kept} jobs that left the board are still queued"
