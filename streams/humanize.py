@@ -16,6 +16,9 @@ from streams.errors import InvalidInput
 UNITS_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|d|h|m|s)")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Plain integers are epoch ms; below this (1973-03-03 as ms, year 5138 as seconds) one is
+# taken for epoch seconds typed by mistake, which would start a stream in 1970.
+_SECONDS_LOOK_ALIKE = 100_000_000_000
 _NOW = re.compile(r"now\s*(?:([+-])\s*(.+))?")
 _DURATION_HELP = "use e.g. 500ms, 15s, 1m, 1h30m, 1d, or an integer of milliseconds"
 _TIME_HELP = (
@@ -45,7 +48,14 @@ def parse_time_ms(text: str, now_ms: int, field: str = "time") -> int:
     """Epoch ms of an ISO-8601 time with a zone, `now`, `now-10m`, `now+1h`, or epoch ms."""
     raw = text.strip()
     if _is_integer(raw):
-        return int(raw)
+        ms = int(raw)
+        if 0 < ms < _SECONDS_LOOK_ALIKE:
+            raise InvalidInput(
+                field,
+                f"{text!r} looks like epoch seconds (as milliseconds it is "
+                f"{format_time(ms)}); give epoch milliseconds, e.g. {ms * 1000}",
+            )
+        return ms
     relative = _NOW.fullmatch(raw.lower())
     if relative:
         sign, amount = relative.groups()

@@ -52,6 +52,8 @@ def test_bad_durations_name_the_field(text: str) -> None:
         ("now+1h", NOW + 3_600_000),
         ("NOW - 1d", NOW - 86_400_000),
         (str(NOW), NOW),
+        ("0", 0),  # the beginning of time: `replay --from 0` is everything
+        ("100000000000", 100_000_000_000),
     ],
 )
 def test_times(text: str, ms: int) -> None:
@@ -65,6 +67,7 @@ def test_times(text: str, ms: int) -> None:
         ("yesterday", "not a time"),
         ("now-5x", "not a duration"),
         ("1969-12-31T00:00:00Z", "before 1970"),
+        ("1795946400", "epoch seconds"),  # seconds, not ms: would mean 1970-01-21
     ],
 )
 def test_bad_times_name_the_field(text: str, reason: str) -> None:
