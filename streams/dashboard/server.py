@@ -8,6 +8,7 @@ and `GET /healthz` are the whole surface: other paths get 404, other methods 405
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -196,7 +197,39 @@ class _HTTPServer(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         # Bound to loopback: requests must also name a loopback host (see _host_allowed).
         self.loopback_only = address[0] in LOOPBACK_NAMES
+        # Open connections and the threads serving them, so that server_close() ends them.
+        self._open: dict[Any, threading.Thread | None] = {}
+        self._open_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open[request] = None
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            if request in self._open:
+                self._open[request] = threading.current_thread()
+        super().process_request_thread(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        """Also end open connections: an idle one (a browser's spare) blocks its thread in
+        reading a request line forever, and request threads are not joined otherwise."""
+        super().server_close()
+        with self._open_lock:
+            still_open = list(self._open.items())
+        for request, _ in still_open:
+            with contextlib.suppress(OSError):
+                request.shutdown(socket.SHUT_RDWR)
+        for _, thread in still_open:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(5)
 
 
 class _Handler(BaseHTTPRequestHandler):

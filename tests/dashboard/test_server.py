@@ -5,6 +5,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -219,3 +221,24 @@ def test_main_rejects_a_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--port", "70000"])
     assert exited.value.code == 2
     assert "70000 is not a port number" in capsys.readouterr().err
+
+
+def test_stop_ends_the_threads_of_connections_that_never_send_a_request() -> None:
+    """A browser opens spare connections it may never use: stop() must not leave their request
+    threads (blocked reading a request line) behind, nor wait long for them."""
+    before = set(threading.enumerate())
+    dashboard = DashboardServer(model=FakeReadModel(), port=0, refresh_interval_s=60).start()
+    try:
+        address = urlsplit(dashboard.url)
+        idle = socket.create_connection((address.hostname, address.port))
+        time.sleep(0.3)  # the server accepts it and starts a thread that waits for a request
+    finally:
+        started = time.monotonic()
+        dashboard.stop()
+        took = time.monotonic() - started
+    try:
+        left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        assert left == [], f"threads left behind: {left}"
+        assert took < 3, f"stop() took {took:.1f} s"
+    finally:
+        idle.close()
