@@ -58,12 +58,14 @@ class StreamView:
     bypasses: int = 0
 
     def lag_ms(self, now_ms: int) -> int | None:
-        """How far progress is behind `now_ms`: from downstream_ms, or from start_ms before the
-        first commit; None when neither is known."""
+        """How far progress is behind `now_ms`: from downstream_ms, or before the first commit
+        from start_ms truncated to step_ms (where the coordinator starts); None when neither is
+        known."""
         if self.downstream_ms is not None:
             return now_ms - self.downstream_ms
         if self.config is not None:
-            return now_ms - int(self.config["start_ms"])
+            start_ms, step_ms = int(self.config["start_ms"]), int(self.config["step_ms"])
+            return now_ms - (start_ms - start_ms % step_ms)
         return None
 
     def state(self, now_ms: int) -> str:

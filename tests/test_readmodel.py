@@ -373,3 +373,10 @@ def test_outputs_of_a_deleted_stream_do_not_carry_over_to_its_re_creation(
 
     put(model, "commits", commit(T0 + MIN))  # the new stream's progress shows
     assert the(model).downstream_ms == T0 + MIN
+
+
+def test_before_the_first_commit_lag_counts_from_start_truncated_to_step(model: ReadModel) -> None:
+    """The coordinator starts a stream at start_ms truncated to step_ms (its first window
+    starts there), so that is where progress stands until the first commit."""
+    put(model, "control", upsert(start_ms=T0 + 10_000, window_ms=15_000, step_ms=15_000))
+    assert the(model).lag_ms(T0 + MIN) == MIN
