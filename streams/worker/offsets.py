@@ -93,6 +93,10 @@ class OffsetTracker:
         if token.offset not in state.unfinished:
             raise ValueError(f"offset {token.offset} of {token.partition} is not unfinished")
         state.unfinished.discard(token.offset)
+        if len(state.heap) > 2 * len(state.unfinished) + 64:
+            # Finished offsets behind a long-unfinished one are pruned only once it finishes:
+            # rebuild, or a stuck task would make the heap grow with every task after it.
+            state.heap = sorted(state.unfinished)  # a sorted list is a heap
         return True
 
     def committable(self) -> dict[Partition, int]:

@@ -180,3 +180,19 @@ def test_the_position_never_passes_an_unfinished_offset(seed: int) -> None:
         tracker.mark_committed(positions)
         committed = expected
         assert tracker.unfinished(P0) == len(running)
+
+
+def test_offsets_finished_behind_a_stuck_one_are_not_kept() -> None:
+    """A handler stuck on the lowest offset holds the commit there, by design; but every
+    later offset that finished meanwhile stayed in the heap, which grew without bound."""
+    tracker = OffsetTracker()
+    tracker.assign(P0)
+    started(tracker, P0, 0)
+
+    for offset in range(1, 10_001):
+        (token,) = started(tracker, P0, offset)
+        assert tracker.finish(token)
+        assert tracker.committable() == {P0: 0}
+
+    kept = len(tracker._partitions[P0].heap)
+    assert kept <= 100, f"{kept} offsets kept for 1 unfinished"
