@@ -451,6 +451,33 @@ def test_replay_reports_windows_that_failed_again(bare: Cli) -> None:
     assert doc["pending"] == []
 
 
+def test_replay_the_coordinator_rejects_is_reported_at_once(bare: Cli) -> None:
+    """The read model lists a window the coordinator has no replay record of (it rejects the
+    request, on `rejected`): waiting for outcomes that never come would show a bar forever."""
+    s = sid()
+    seed_bypasses(bare, s, [T0])
+    reason = f"no bypassed window of {s!r} is listed"
+
+    def outcomes(request: dict[str, Any]) -> list[tuple]:
+        rejection = {
+            "source_topic": f"{bare.prefix}.control",
+            "partition": 0,
+            "offset": 7,
+            "reason": reason,
+            "key": s,
+            "value": json.dumps(request),
+        }
+        return [("rejected", s, rejection)]
+
+    started = time.monotonic()
+    with FakeCoordinator(bare, outcomes):
+        result = bare("replay", s, "--from", str(T0), "--to", str(T0 + MIN), "--timeout", "60")
+
+    assert result.exit_code == 1, result.output
+    assert time.monotonic() - started < 30
+    assert f"the coordinator rejected the replay: {reason}" in result.stderr
+
+
 def test_replay_without_waiting_nothing_to_replay_and_unknown_streams(bare: Cli) -> None:
     s = sid()
     seed_bypasses(bare, s, [T0])

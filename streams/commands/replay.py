@@ -78,9 +78,9 @@ def replay(
     if not windows:
         _nothing(env, stream, from_ms, to_ms)
         return
-    watch = ReplayWatch.start(env.settings, env.topics, stream, windows) if wait else None
+    request = {"type": "replay", "stream_id": stream, "from_ms": from_ms, "to_ms": to_ms}
+    watch = ReplayWatch.start(env.settings, env.topics, request, windows) if wait else None
     try:
-        request = {"type": "replay", "stream_id": stream, "from_ms": from_ms, "to_ms": to_ms}
         send(env.settings, env.topics.control, request)
         if watch is None:
             _requested(env, request, windows)
@@ -110,29 +110,40 @@ def _listed(env: CliEnv, stream: str, from_ms: int, to_ms: int) -> list[BypassVi
 
 @dataclass
 class ReplayWatch:
-    """Follows `bypassed` and `commits` from their ends for the outcome of each window."""
+    """Follows `bypassed` and `commits` from their ends for the outcome of each window, and
+    `rejected` for the coordinator turning the request down."""
 
     stream_id: str
     windows: dict[int, BypassView]
     reader: TopicReader
-    bypassed_topic: str
+    topics: Topics
+    request: dict[str, Any]
     replayed: set[int] = field(default_factory=set)
     failed: dict[int, dict[str, Any]] = field(default_factory=dict)
+    rejected: str | None = None  # the coordinator's reason
 
     @classmethod
     def start(
-        cls, settings: KafkaSettings, topics: Topics, stream_id: str, windows: list[BypassView]
+        cls,
+        settings: KafkaSettings,
+        topics: Topics,
+        request: dict[str, Any],
+        windows: list[BypassView],
     ) -> ReplayWatch:
-        reader = TopicReader(settings, [topics.bypassed, topics.commits], "tidemark-replay")
+        names = [topics.bypassed, topics.commits, topics.rejected]
+        reader = TopicReader(settings, names, "tidemark-replay")
         try:
             reader.start(from_end=True, timeout_s=10)
         except BaseException:
             reader.close()
             raise
-        return cls(stream_id, {w.start_ms: w for w in windows}, reader, topics.bypassed)
+        by_start = {w.start_ms: w for w in windows}
+        return cls(request["stream_id"], by_start, reader, topics, request)
 
     @property
     def pending(self) -> list[int]:
+        if self.rejected is not None:
+            return []
         return [s for s in self.windows if s not in self.replayed and s not in self.failed]
 
     def poll(self, timeout_s: float) -> None:
@@ -140,7 +151,14 @@ class ReplayWatch:
             self._on(record)
 
     def _on(self, msg: Record) -> None:
-        if msg.topic == self.bypassed_topic:
+        if msg.topic == self.topics.rejected:
+            rejection = _json(msg.value)
+            if rejection.get("source_topic") == self.topics.control:
+                value = rejection.get("value")
+                if isinstance(value, str) and _json(value.encode()) == self.request:
+                    self.rejected = str(rejection.get("reason"))
+            return
+        if msg.topic == self.topics.bypassed:
             stream_id, _, start = (msg.key or b"").decode("utf-8", "replace").rpartition("/")
             if stream_id != self.stream_id or not start.isdigit():
                 return
@@ -181,6 +199,8 @@ def _wait(env: CliEnv, watch: ReplayWatch, timeout_s: float | None) -> None:
 
 
 def _summary(env: CliEnv, watch: ReplayWatch) -> None:
+    if watch.rejected is not None:
+        raise TidemarkError(f"the coordinator rejected the replay: {watch.rejected}")
     windows = watch.windows
     failed = [_relisted(windows[s], doc) for s, doc in sorted(watch.failed.items())]
     pending = [windows[s] for s in watch.pending]
