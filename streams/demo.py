@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,8 @@ class Demo:
             broker.start()  # inside: Ctrl-C while it waits must stop the JVM it launched
             yield
         finally:
-            console.print("stopping Kafka ...")
+            with suppress(OSError):  # the terminal may be gone (SIGHUP)
+                console.print("stopping Kafka ...")
             broker.stop()
 
     def _spawn(self, name: str, *args: str) -> None:
@@ -246,8 +247,10 @@ def main() -> int:
     except ValueError:
         console.print(f"[red]error:[/] RUN_SECONDS must be a number of seconds, got {raw!r}")
         return 2
-    # Ctrl-C and SIGTERM unwind the ExitStack, which stops everything this started.
+    # Ctrl-C, SIGTERM and SIGHUP (the terminal closed) unwind the ExitStack, which stops
+    # everything this started: the children run in sessions of their own.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.default_int_handler)
     try:
         return Demo(seconds).run()
     except KeyboardInterrupt:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -125,3 +126,53 @@ def test_a_second_ctrl_c_while_stopping_leaves_no_child_behind(tmp_path: Path) -
                 subprocess.Popen.wait(proc)
             if proc.stdout is not None:
                 proc.stdout.close()
+
+
+_HUNG_UP = """
+import contextlib, subprocess, sys, time
+from pathlib import Path
+from streams import demo
+
+class Started(demo.Demo):
+    def run(self) -> int:
+        with contextlib.ExitStack() as stack:
+            stack.callback(self._stop_children)
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                     start_new_session=True)
+            self.children.append(demo.Child("child", child, Path("/dev/null")))
+            print(child.pid, flush=True)
+            time.sleep(60)
+        return 0
+
+demo.Demo = Started
+sys.exit(demo.main())
+"""
+
+
+def test_closing_the_terminal_stops_what_it_started() -> None:
+    """SIGHUP (the terminal window closed) must unwind like Ctrl-C: the children run in their
+    own sessions, so nothing else stops them."""
+    import sys
+
+    run = subprocess.Popen([sys.executable, "-c", _HUNG_UP], stdout=subprocess.PIPE, cwd=ROOT)
+    assert run.stdout is not None
+    child = int(run.stdout.readline())
+    try:
+        run.send_signal(signal.SIGHUP)
+        run.wait(30)
+        assert not _running(child), "the demo's child outlived it"
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        run.stdout.close()
+        if _running(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
