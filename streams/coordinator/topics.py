@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from streams.kafka.admin import TopicSpec
 
 COMPACTED = {"cleanup.policy": "compact"}
+KEEP_FOREVER = {"retention.ms": "-1"}
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,11 @@ class Topics:
         partition count and key partitioner, so that one stream's events and state meet in one
         partition.
         """
-        same = [self.control, self.results, self.ticks, self.tasks, self.commits, self.rejected]
+        same = [self.results, self.ticks, self.tasks, self.commits, self.rejected]
         specs = [TopicSpec(name, partitions, replication) for name in same]
+        # Control is kept for good (it is tiny): it holds every stream's config, which the CLI
+        # and the status page read back; compaction would drop an upsert behind a later pause.
+        specs.insert(0, TopicSpec(self.control, partitions, replication, KEEP_FOREVER))
         specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.replays_changelog, partitions, replication, COMPACTED))
