@@ -227,8 +227,12 @@ class LocalBroker:
             return False
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        try:
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        except BaseException:  # interrupted (a second Ctrl-C): never leave the JVM behind
+            os.kill(pid, signal.SIGKILL)
+            raise
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
             while _alive(pid):
