@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--grace-s", type=float, default=10.0, help="shutdown grace for running tasks (10)"
     )
+    parser.add_argument(
+        "--max-task-s",
+        type=float,
+        default=600.0,
+        help="stop heartbeating a handler running this long, so it can time out (600)",
+    )
     parser.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="/metrics address")
     parser.add_argument(
@@ -113,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             concurrency=args.concurrency,
             buffer=args.buffer,
             grace_s=args.grace_s,
+            max_task_s=args.max_task_s,
             instance_id=args.instance_id,
             session_timeout_ms=args.session_timeout_ms or session_timeout_from_env(),
         )

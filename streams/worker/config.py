@@ -14,6 +14,7 @@ DEFAULT_TOPIC_PREFIX: Final = "tidemark"
 TOPIC_PREFIX_ENV: Final = "TIDEMARK_TOPIC_PREFIX"
 SESSION_TIMEOUT_ENV: Final = "TIDEMARK_SESSION_TIMEOUT_MS"
 _NAME: Final = re.compile(r"[A-Za-z0-9._-]+")
+_PIPELINE: Final = re.compile(r"[A-Za-z0-9._-]+(:[A-Za-z0-9_.]+)?")  # a name, or module:factory
 
 
 def topic_prefix_from_env(environ: Mapping[str, str] | None = None) -> str:
@@ -38,7 +39,9 @@ class WorkerConfig:
 
     ``buffer`` is how many tasks may wait, fetched, beyond the ``concurrency`` running ones:
     enough to start the next task at once, small enough that a stopped worker returns little
-    work. ``grace_s`` is how long a shutdown waits for running tasks. ``session_timeout_ms``
+    work. ``grace_s`` is how long a shutdown waits for running tasks. After ``max_task_s`` a
+    running handler gets no more heartbeats, so that a hung one cannot hold its window forever:
+    the coordinator times the attempt out and retries (or bypasses) it. ``session_timeout_ms``
     is how soon the group gives a dead worker's partitions to others (the brokers' minimum is
     6 s by default; the coordinator uses 10 s as well). ``instance_id`` makes
     the worker a static group member (``group.instance.id``): restarted with the same id, it
@@ -56,11 +59,13 @@ class WorkerConfig:
     poll_interval_s: float = 0.05
     instance_id: str | None = None
     session_timeout_ms: int = 10_000
+    max_task_s: float = 600.0
 
     def __post_init__(self) -> None:
-        for name in ("pipeline", "topic_prefix"):
-            if not _NAME.fullmatch(getattr(self, name)):
-                raise InvalidInput(name, "must be letters, digits, '.', '_' or '-'")
+        if not _NAME.fullmatch(self.topic_prefix):
+            raise InvalidInput("topic_prefix", "must be letters, digits, '.', '_' or '-'")
+        if not _PIPELINE.fullmatch(self.pipeline):
+            raise InvalidInput("pipeline", "must be a pipeline name, or module:factory")
         if self.group_id is not None and not self.group_id:
             raise InvalidInput("group_id", "must not be empty")
         if self.concurrency < 1:
@@ -70,6 +75,8 @@ class WorkerConfig:
         for name in ("grace_s", "flush_timeout_s"):
             if getattr(self, name) < 0:
                 raise InvalidInput(name, "must not be negative")
+        if self.max_task_s <= 0:
+            raise InvalidInput("max_task_s", "must be positive")
         if self.session_timeout_ms < 1:
             raise InvalidInput("session_timeout_ms", "must be positive")
         if self.poll_interval_s <= 0:

@@ -13,6 +13,7 @@ out, so running it would only waste a thread.
 from __future__ import annotations
 
 import heapq
+import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from streams.worker.api import Task
 from streams.worker.offsets import OffsetToken, Partition
 
 State = Literal["waiting", "ready", "running", "answered", "delivered", "dropped"]
+log = logging.getLogger("streams.worker")
 MIN_HEARTBEAT_MS: Final = 100
 
 
@@ -33,6 +35,7 @@ class Job:
     token: OffsetToken
     state: State = "ready"
     started_s: float = 0.0  # monotonic, set by the runtime when the handler starts
+    started_ms: int = 0  # the board's clock when it started
     next_heartbeat_ms: int | None = None
     result: bytes | None = field(default=None, repr=False)
 
@@ -46,8 +49,9 @@ def heartbeat_interval_ms(task: Task) -> int | None:
 class JobBoard:
     """Tasks taken and not finished, at most ``concurrency`` of them running."""
 
-    def __init__(self, concurrency: int) -> None:
+    def __init__(self, concurrency: int, max_run_ms: int | None = None) -> None:
         self._concurrency = concurrency
+        self._max_run_ms = max_run_ms
         self._jobs: set[Job] = set()
         self._waiting: list[tuple[int, int, Job]] = []  # (end_ms, arrival, job), lazily pruned
         self._ready: deque[Job] = deque()
@@ -99,6 +103,7 @@ class JobBoard:
             if job.state != "ready":
                 continue
             job.state = "running"
+            job.started_ms = now_ms
             interval = heartbeat_interval_ms(job.task)
             if interval is not None:
                 job.next_heartbeat_ms = max(now_ms, job.task.dispatched_ms + interval)
@@ -107,10 +112,23 @@ class JobBoard:
         return started, expired
 
     def heartbeats_due(self, now_ms: int) -> list[Job]:
-        """Running jobs whose heartbeat is due; each next one is scheduled an interval later."""
+        """Running jobs whose heartbeat is due; each next one is scheduled an interval later.
+
+        A job running for longer than ``max_run_ms`` gets none any more: a hung handler must
+        not keep its window from timing out at the coordinator.
+        """
         due = []
         for job in self._running:
             if job.next_heartbeat_ms is not None and now_ms >= job.next_heartbeat_ms:
+                if self._max_run_ms is not None and now_ms - job.started_ms >= self._max_run_ms:
+                    job.next_heartbeat_ms = None
+                    log.warning(
+                        "task %s has run for %d s; no more heartbeats, so the coordinator can "
+                        "time it out (its thread stays busy until the handler returns)",
+                        job.task.task_id,
+                        (now_ms - job.started_ms) // 1000,
+                    )
+                    continue
                 interval = heartbeat_interval_ms(job.task)
                 assert interval is not None
                 job.next_heartbeat_ms = now_ms + interval

@@ -93,7 +93,7 @@ class WorkerRuntime:
         self.failed = False  # the loop ended on an unexpected error (see the log)
 
         self._tracker = OffsetTracker()
-        self._board = JobBoard(config.concurrency)
+        self._board = JobBoard(config.concurrency, int(config.max_task_s * 1000))
         self._outcomes: queue.SimpleQueue[tuple[Job, Outcome, float]] = queue.SimpleQueue()
         self._redeliver: list[Job] = []
         self._paused = False

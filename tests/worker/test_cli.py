@@ -86,3 +86,11 @@ def test_a_metrics_port_in_use_exits_2_before_connecting(
         assert main([*argv, "--bootstrap-servers", "127.0.0.1:1"]) == 2
 
     assert "metrics_port: cannot serve on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_a_pipeline_of_ones_own_is_a_valid_name() -> None:
+    config = WorkerConfig("examples.jsonl_pipeline:JsonlPipeline")
+    assert config.group == "tidemark-workers-examples.jsonl_pipeline:JsonlPipeline"
+    with pytest.raises(InvalidInput) as caught:
+        WorkerConfig("no spaces:allowed")
+    assert caught.value.field == "pipeline"

@@ -170,3 +170,14 @@ def test_jobs_that_leave_unstarted_do_not_pile_up_behind_a_stuck_handler() -> No
 
     kept = len(board._ready) + len(board._waiting)
     assert kept <= 2, f"{kept} jobs that left the board are still queued"
+
+
+def test_a_job_running_past_max_run_gets_no_more_heartbeats() -> None:
+    board = JobBoard(concurrency=1, max_run_ms=10_000)
+    job = board.admit(task(1, timeout_ms=3_000), token(1), NOW)
+    started, _ = board.start_due(NOW)
+    assert started == [job]
+    beats = [t for t in range(NOW, NOW + 20_000, 100) if board.heartbeats_due(t)]
+    # One a second (a third of the 3 s timeout) while it has run less than 10 s, then none.
+    assert beats and max(beats) < NOW + 10_000 and len(beats) >= 8
+    assert job.next_heartbeat_ms is None
