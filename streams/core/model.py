@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from streams.core.config import StreamConfig
+from streams.errors import InvalidInput
 
 Outcome: TypeAlias = Literal["ack", "nack", "heartbeat"]
 CloseReason: TypeAlias = Literal["ack", "bypass", "replayed"]
@@ -123,6 +125,36 @@ class Task:
     deadline_ms: int
     params: Mapping[str, Any]
     replay: bool = False  # a bypassed window dispatched again (streams.core.replay)
+
+    @classmethod
+    def from_wire(cls, value: Mapping[str, Any]) -> Task:
+        """Decode a ``tasks`` JSON value; raises ``InvalidInput`` naming the first bad field.
+
+        Extra fields are ignored, as the wire contract allows.
+        """
+        if not isinstance(value, Mapping):
+            raise InvalidInput("task", f"expected a JSON object, got {type(value).__name__}")
+        ids = {name: _non_empty_str(value, name) for name in ("task_id", "stream_id")}
+        ints = {name: _int(value, name) for name in _TASK_INT_FIELDS}
+        if ints["start_ms"] >= ints["end_ms"]:
+            raise InvalidInput("end_ms", "must be greater than start_ms")
+        if ints["step_ms"] <= 0:
+            raise InvalidInput("step_ms", "must be positive")
+        if ints["attempt"] < 0:
+            raise InvalidInput("attempt", "must not be negative")
+        params = _required(value, "params")
+        if not isinstance(params, Mapping):
+            raise InvalidInput("params", "must be a JSON object")
+        replay = value.get("replay", False)
+        if not isinstance(replay, bool):
+            raise InvalidInput("replay", "must be a boolean")
+        return cls(
+            task_id=ids["task_id"],
+            stream_id=ids["stream_id"],
+            params=MappingProxyType(dict(params)),
+            replay=replay,
+            **ints,
+        )
 
     def to_wire(self) -> dict[str, Any]:
         wire = {
@@ -237,3 +269,27 @@ class Decision:
     ignored: Ignored | None = None
     timeouts: int = 0
     requeues: int = 0
+
+
+_TASK_INT_FIELDS = ("start_ms", "end_ms", "step_ms", "attempt", "dispatched_ms", "deadline_ms")
+
+
+def _required(value: Mapping[str, Any], name: str) -> Any:
+    if name not in value:
+        raise InvalidInput(name, "is required")
+    return value[name]
+
+
+def _non_empty_str(value: Mapping[str, Any], name: str) -> str:
+    raw = _required(value, name)
+    if not isinstance(raw, str) or not raw:
+        raise InvalidInput(name, "must be a non-empty string")
+    return raw
+
+
+def _int(value: Mapping[str, Any], name: str) -> int:
+    raw = _required(value, name)
+    # bool is an int subclass in Python, but `true` is never a valid time or count.
+    if not isinstance(raw, int) or isinstance(raw, bool):
+        raise InvalidInput(name, f"must be an integer, got {type(raw).__name__}")
+    return raw
