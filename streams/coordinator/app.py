@@ -8,7 +8,9 @@ partition (which is the stream's partition, checked by the Processor).
 from __future__ import annotations
 
 import logging
+import os
 import ssl
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -256,9 +258,44 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
     return app, processor
 
 
+# A clean stop flushes outputs and commits offsets, which needs the broker. When it cannot be
+# done within this long (the broker is gone), the process exits anyway: the table is already
+# written and uncommitted inputs are processed again on restart (at-least-once).
+STOP_DEADLINE_S = 8.0
+
+
+class CoordinatorWorker(faust.Worker):
+    """Faust's worker, with a deadline on stopping after SIGTERM or Ctrl-C."""
+
+    def _on_sigterm(self) -> None:
+        self._arm_stop_deadline()
+        super()._on_sigterm()
+
+    def _on_sigint(self) -> None:
+        self._arm_stop_deadline()
+        super()._on_sigint()
+
+    def _arm_stop_deadline(self) -> None:
+        if getattr(self, "_stop_deadline", None) is not None:
+            return
+
+        def give_up() -> None:
+            log.error(
+                "could not stop cleanly within %g s (is the broker reachable?); exiting "
+                "without committing: inputs since the last commit are processed again",
+                STOP_DEADLINE_S,
+            )
+            logging.shutdown()
+            os._exit(1)
+
+        self._stop_deadline = threading.Timer(STOP_DEADLINE_S, give_up)
+        self._stop_deadline.daemon = True
+        self._stop_deadline.start()
+
+
 def run(settings: CoordinatorSettings, loglevel: str = "info") -> None:
-    """Run a coordinator in the foreground until SIGTERM or Ctrl-C."""
+    """Run a coordinator in the foreground until SIGTERM or Ctrl-C (stops within 10 s)."""
     prepare_topics(settings)
     app, _ = build_app(settings)
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker = CoordinatorWorker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()

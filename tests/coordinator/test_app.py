@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from streams.devbroker import ephemeral_broker
 from streams.kafka.settings import KafkaSettings
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder, Tail
@@ -451,3 +452,22 @@ def test_live_windows_keep_their_pace_during_a_replay(feed: Feed, tail: Tail) ->
     replay = next(t for t in tasks_of(tail, s) if t.get("replay"))
     # The replay was still in flight (its deadline not reached) while they went out.
     assert all(t["dispatched_ms"] < replay["deadline_ms"] for t in on_time[:3])
+
+
+def test_sigterm_stops_within_10_s_even_when_the_broker_is_gone(tmp_path: Path) -> None:
+    """A clean stop needs the broker (flush, commit); without it the process still exits, in
+    time, saying why, and a restart processes the uncommitted inputs again."""
+    broker = ephemeral_broker(tmp_path / "kafka")  # its own broker: this test stops it
+    broker.start()
+    try:
+        proc = CoordinatorProcess(KafkaSettings(broker.bootstrap_servers), "gone",
+                                  tmp_path / "data", tmp_path / "log")  # fmt: skip
+        proc.start().wait_ready()
+        broker.stop()
+        time.sleep(1)
+        took = proc.stop(within_s=10)
+        assert took < 10
+        assert proc.proc is not None and proc.proc.returncode == 1
+        assert "could not stop cleanly" in proc.tail()
+    finally:
+        broker.stop()
