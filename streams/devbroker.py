@@ -101,6 +101,15 @@ def fetch_jars(jars_dir: Path = JARS_DIR) -> Path:
     return jars_dir
 
 
+def new_cluster_id() -> str:
+    """A random 22-character base64 cluster id, never starting with "-" (which the storage
+    tool's argument parser would take for an option, as Kafka's own random-uuid avoids too)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -183,7 +192,7 @@ class LocalBroker:
         fetch_jars(self.jars_dir)
         props = self._write_config()
         if not (self.home / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = new_cluster_id()
             fmt = self._java_cmd(
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), "-g"
             )
