@@ -8,6 +8,7 @@ graceful ``stop()`` (a second signal exits at once), runs the loop and returns a
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +29,8 @@ from streams.worker.runtime import WorkerRuntime
 log = logging.getLogger("streams.worker")
 
 MAX_BACKOFF_S = 30.0
+# Beyond the grace and flush timeouts, how long a stop may take before the process exits.
+STOP_MARGIN_S = 5.0
 
 
 def run_worker(
@@ -57,7 +60,11 @@ def run_worker(
             runtime.stop()
 
     try:
-        with _signals_stop(request_stop), _metrics_server(metrics_port, metrics_host, registry):
+        deadline_s = config.grace_s + config.flush_timeout_s + STOP_MARGIN_S
+        with (
+            _signals_stop(request_stop, deadline_s),
+            _metrics_server(metrics_port, metrics_host, registry),
+        ):
             if not _wait_for_broker(settings, config, stopping):
                 return 0
             runtime = WorkerRuntime(settings, handler, config, registry=registry)
@@ -69,6 +76,16 @@ def run_worker(
         close = getattr(handler, "close", None)  # e.g. the metrics pipeline's HTTP pool
         if callable(close):
             close()
+
+
+def _give_up(deadline_s: float) -> None:
+    log.error(
+        "could not stop cleanly within %g s (is the broker reachable?); exiting without "
+        "committing: those tasks will be done again",
+        deadline_s,
+    )
+    logging.shutdown()
+    os._exit(1)
 
 
 def _wait_for_broker(
@@ -104,8 +121,15 @@ def _check_topics(settings: KafkaSettings, config: WorkerConfig) -> None:
 
 
 @contextmanager
-def _signals_stop(request_stop: Callable[[], None]) -> Iterator[None]:
-    """SIGTERM and SIGINT call ``request_stop`` once; a second one exits the process at once."""
+def _signals_stop(
+    request_stop: Callable[[], None], deadline_s: float | None = None
+) -> Iterator[None]:
+    """SIGTERM and SIGINT call ``request_stop`` once; a second one exits the process at once.
+
+    With ``deadline_s``, a stop that has not finished by then (the final commit needs the
+    broker, and a broker that stopped answering holds it for minutes) exits the process with
+    status 1: tasks whose offsets were not committed are simply done again (at least once).
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -115,6 +139,10 @@ def _signals_stop(request_stop: Callable[[], None]) -> Iterator[None]:
         log.info("%s: stopping (again to exit at once)", signal.Signals(signum).name)
         for sig in signals:
             signal.signal(sig, signal.SIG_DFL)
+        if deadline_s is not None:
+            timer = threading.Timer(deadline_s, _give_up, args=(deadline_s,))
+            timer.daemon = True
+            timer.start()
         request_stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in signals}
