@@ -1,6 +1,6 @@
 """The pipelines a worker can run, by name: ``build_pipeline("metrics")`` and so on.
 
-A pipeline is a factory of handlers (see ``streams.worker.api``): its keyword options are
+A pipeline is a factory of handlers (see ``streams.handler``): its keyword options are
 the worker's settings (timeouts, latency), while each task's ``params`` say what to do.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from streams.errors import InvalidInput
+from streams.handler import Handler
 from streams.pipelines.metrics import MetricsPipeline
 from streams.pipelines.synthetic import SyntheticPipeline
-from streams.worker.api import Handler
 
 PIPELINES: Final[dict[str, Callable[..., Handler]]] = {
     "metrics": MetricsPipeline,

@@ -37,7 +37,7 @@ from prometheus_client import Counter
 
 import streams
 from streams.errors import InvalidInput
-from streams.worker.api import BAD_PARAMS, CORE_METRIC, EXPORT, NO_DATA, Ack, Nack, Outcome, Task
+from streams.handler import BAD_PARAMS, CORE_METRIC, EXPORT, NO_DATA, Ack, Nack, Outcome, Task
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streams import clock
 from streams.errors import InvalidInput
-from streams.worker.api import BAD_PARAMS, OUTAGE, SYNTHETIC_FAILURE, Ack, Nack, Outcome, Task
-
-
-def wall_clock_ms() -> int:
-    """Epoch milliseconds now."""
-    return time.time_ns() // 1_000_000
+from streams.handler import BAD_PARAMS, OUTAGE, SYNTHETIC_FAILURE, Ack, Nack, Outcome, Task
 
 
 def draw(task_id: str) -> float:
@@ -45,7 +41,7 @@ class SyntheticPipeline:
         latency_ms: int = 0,
         failure_probability: float = 0.0,
         outage_file: str | os.PathLike[str] | None = None,
-        now_ms: Callable[[], int] = wall_clock_ms,
+        now_ms: Callable[[], int] = clock.now_ms,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._latency_ms = _latency_ms(latency_ms, "options.latency_ms")

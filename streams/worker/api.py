@@ -1,52 +1,35 @@
-"""The handler API: a task window goes in, an ack or a nack comes out.
-
-A handler is any callable ``(Task) -> Ack | Nack``. It must not raise for an expected
-failure (a source down, no data, a failed export): it answers with a ``Nack`` whose
-``kind`` the coordinator can act on (retry, or bypass at once for non-retryable kinds).
-The runtime turns anything a handler raises into a ``handler_error`` nack.
-"""
+"""The handler API under its first name: ``streams.handler`` holds it, this re-exports it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final, Protocol
+from streams.handler import (
+    BAD_PARAMS,
+    CORE_METRIC,
+    EXPORT,
+    HANDLER_ERROR,
+    NO_DATA,
+    OUTAGE,
+    SHUTDOWN,
+    SYNTHETIC_FAILURE,
+    Ack,
+    Handler,
+    Nack,
+    Outcome,
+    Task,
+)
 
-from streams.core.model import Task as Task  # one task type: what the coordinator sends
-
-# Nack kinds used across Tidemark, in one place so that stream configs
-# (`non_retryable`) and dashboards can rely on the spelling.
-BAD_PARAMS: Final = "bad_params"  # the task's params cannot be used; retrying will not help
-CORE_METRIC: Final = "core_metric"  # a core source query failed
-NO_DATA: Final = "no_data"  # the window holds no data point
-EXPORT: Final = "export"  # the downstream export failed or timed out
-OUTAGE: Final = "outage"  # the synthetic pipeline's outage switch is on
-SYNTHETIC_FAILURE: Final = "synthetic_failure"  # the synthetic pipeline's drawn failure
-HANDLER_ERROR: Final = "handler_error"  # the handler raised (set by the runtime)
-SHUTDOWN: Final = "shutdown"  # the worker stopped before the task finished (set by the runtime)
-
-
-@dataclass(frozen=True)
-class Ack:
-    """The window is done up to ``ack_ms``: the last data point found and delivered.
-
-    ``ack_ms < end_ms`` is a partial ack; the coordinator requires ``start_ms < ack_ms <= end_ms``.
-    """
-
-    ack_ms: int
-
-
-@dataclass(frozen=True)
-class Nack:
-    """The attempt failed: ``kind`` is a short machine-readable reason, ``message`` for people."""
-
-    kind: str
-    message: str
-
-
-Outcome = Ack | Nack
-
-
-class Handler(Protocol):
-    """Does the work for one task. Called from worker threads, possibly concurrently."""
-
-    def __call__(self, task: Task) -> Outcome: ...
+__all__ = [
+    "BAD_PARAMS",
+    "CORE_METRIC",
+    "EXPORT",
+    "HANDLER_ERROR",
+    "NO_DATA",
+    "OUTAGE",
+    "SHUTDOWN",
+    "SYNTHETIC_FAILURE",
+    "Ack",
+    "Handler",
+    "Nack",
+    "Outcome",
+    "Task",
+]

@@ -19,8 +19,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.cimpl import Message
 
+from streams.handler import Task
 from streams.kafka.settings import KafkaSettings
-from streams.worker.api import Task
 from streams.worker.config import WorkerConfig
 from streams.worker.results import result_key
 

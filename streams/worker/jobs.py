@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from streams.worker.api import Task
+from streams.handler import Task
 from streams.worker.offsets import OffsetToken, Partition
 
 State = Literal["waiting", "ready", "running", "answered", "delivered", "dropped"]

@@ -12,7 +12,7 @@ import json
 from typing import Any, Final
 
 from streams.errors import InvalidInput
-from streams.worker.api import HANDLER_ERROR, Ack, Nack, Outcome, Task
+from streams.handler import HANDLER_ERROR, Ack, Nack, Outcome, Task
 
 MAX_MESSAGE_CHARS: Final = 1000
 

@@ -1,0 +1,57 @@
+"""The handler API: a task window goes in, an ack or a nack comes out.
+
+Pipelines and the worker runtime both depend on this module, and it depends on neither
+(``streams.worker.api`` re-exports it for handlers written against that name).
+
+A handler is any callable ``(Task) -> Ack | Nack``. It must not raise for an expected
+failure (a source down, no data, a failed export): it answers with a ``Nack`` whose
+``kind`` the coordinator can act on (retry, or bypass at once for non-retryable kinds).
+The runtime turns anything a handler raises into a ``handler_error`` nack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from streams.core.lifecycle import SHUTDOWN_KIND
+from streams.core.model import Task as Task  # one task type: what the coordinator sends
+
+# Nack kinds used across Tidemark, in one place so that stream configs
+# (`non_retryable`) and dashboards can rely on the spelling.
+BAD_PARAMS: Final = "bad_params"  # the task's params cannot be used; retrying will not help
+CORE_METRIC: Final = "core_metric"  # a core source query failed
+NO_DATA: Final = "no_data"  # the window holds no data point
+EXPORT: Final = "export"  # the downstream export failed or timed out
+OUTAGE: Final = "outage"  # the synthetic pipeline's outage switch is on
+SYNTHETIC_FAILURE: Final = "synthetic_failure"  # the synthetic pipeline's drawn failure
+HANDLER_ERROR: Final = "handler_error"  # the handler raised (set by the runtime)
+# The worker stopped before the task finished (set by the runtime); the core requeues it at once.
+SHUTDOWN: Final = SHUTDOWN_KIND
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The window is done up to ``ack_ms``: the last data point found and delivered.
+
+    ``ack_ms < end_ms`` is a partial ack; the coordinator requires ``start_ms < ack_ms <= end_ms``.
+    """
+
+    ack_ms: int
+
+
+@dataclass(frozen=True)
+class Nack:
+    """The attempt failed: ``kind`` is a short machine-readable reason, ``message`` for people."""
+
+    kind: str
+    message: str
+
+
+Outcome = Ack | Nack
+
+
+class Handler(Protocol):
+    """Does the work for one task. Called from worker threads, possibly concurrently."""
+
+    def __call__(self, task: Task) -> Outcome: ...
