@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from streams.clock import now_ms
 from streams.coordinator.topics import Topics
 from streams.devbroker import ROOT, dev_broker
 from streams.errors import TidemarkError
@@ -43,10 +44,6 @@ COORDINATOR_PORT = 6066
 WORKER_PORTS = (9101, 9102)
 DASHBOARD_PORT = 8080
 console = Console()
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from streams.clock import now_ms
 from streams.commands.common import (
     READ_TIMEOUT_S,
     BootstrapOpt,
@@ -18,7 +19,6 @@ from streams.commands.common import (
     console,
     fail,
     friendly_errors,
-    now_ms,
     print_json,
 )
 from streams.commands.views import (

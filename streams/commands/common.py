@@ -11,7 +11,6 @@ import functools
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -126,10 +125,6 @@ def print_json(doc: Any) -> None:
 
 def fail(message: str) -> None:
     typer.secho(f"error: {message}", fg="red", err=True)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 P = ParamSpec("P")

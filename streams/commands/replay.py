@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from streams.clock import now_ms
 from streams.commands.common import (
     READ_TIMEOUT_S,
     BootstrapOpt,
@@ -24,7 +25,6 @@ from streams.commands.common import (
     PrefixOpt,
     console,
     friendly_errors,
-    now_ms,
     print_json,
 )
 from streams.commands.views import bypass_doc, error_text, print_bypasses, window_text

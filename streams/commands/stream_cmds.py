@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from streams.clock import now_ms
 from streams.commands.common import (
     READ_TIMEOUT_S,
     BootstrapOpt,
@@ -14,7 +15,6 @@ from streams.commands.common import (
     PrefixOpt,
     console,
     friendly_errors,
-    now_ms,
     print_json,
 )
 from streams.commands.flags import ConfigFlags, validated

@@ -17,7 +17,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +24,7 @@ from types import FrameType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from streams.clock import now_ms
 from streams.dashboard import page
 from streams.dashboard.state import (
     RECENT_BYPASSES,
@@ -53,10 +53,6 @@ class ReadModelSource(Protocol):
     def close(self) -> None: ...
 
 
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class DashboardServer:
     """The status page in background threads: `start()`, then `url`, then `stop()` (once).
 
@@ -73,7 +69,7 @@ class DashboardServer:
         *,
         model: ReadModelSource | None = None,
         refresh_interval_s: float = 1.0,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.settings = settings or KafkaSettings()
         self.prefix = prefix

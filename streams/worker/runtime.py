@@ -39,9 +39,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.cimpl import Message, TopicPartition
 from prometheus_client import CollectorRegistry
 
+from streams import clock
 from streams.errors import InvalidInput
+from streams.handler import SHUTDOWN, Handler, Nack, Outcome, Task
 from streams.kafka.settings import KafkaSettings
-from streams.worker.api import SHUTDOWN, Handler, Nack, Outcome, Task
 from streams.worker.clients import DeliveryReport, ResultProducer, task_consumer
 from streams.worker.commits import Committer
 from streams.worker.config import WorkerConfig
@@ -60,11 +61,6 @@ from streams.worker.results import (
 log = logging.getLogger("streams.worker")
 
 
-def wall_clock_ms() -> int:
-    """Epoch milliseconds now: what task times are compared with."""
-    return time.time_ns() // 1_000_000
-
-
 class WorkerRuntime:
     """Runs ``handler`` for every task of ``config.tasks_topic`` in a consumer group.
 
@@ -81,7 +77,7 @@ class WorkerRuntime:
         config: WorkerConfig,
         *,
         registry: CollectorRegistry | None = None,
-        now_ms: Callable[[], int] = wall_clock_ms,
+        now_ms: Callable[[], int] = clock.now_ms,
     ) -> None:
         self._handler = handler
         self._config = config

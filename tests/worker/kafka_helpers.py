@@ -13,9 +13,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from streams.clock import now_ms as clock_ms
 from streams.kafka.settings import KafkaSettings
 from streams.worker.api import Ack, Outcome, Task
-from streams.worker.runtime import WorkerRuntime, wall_clock_ms
+from streams.worker.runtime import WorkerRuntime
 
 PARTITIONS = 3
 
@@ -45,7 +46,7 @@ def make_task(
 
     ``n`` keeps the windows of one stream apart, as results are told apart by ``end_ms``.
     """
-    now = wall_clock_ms() if now_ms is None else now_ms
+    now = clock_ms() if now_ms is None else now_ms
     end_ms = now + end_in_ms + n
     return Task(
         task_id=f"{stream_id}/{n}/{uuid.uuid4().hex[:6]}",
@@ -153,7 +154,7 @@ class GatedHandler:
 
     def __call__(self, task: Task) -> Outcome:
         with self._lock:
-            self.started[task.task_id] = wall_clock_ms()
+            self.started[task.task_id] = clock_ms()
             gate = self._gates[task.task_id]
         deadline = time.monotonic() + 30
         while not (gate.is_set() or self._all.is_set()) and time.monotonic() < deadline:
