@@ -38,7 +38,7 @@ from streams.core.config import config_from_dict, config_to_dict
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.humanize import format_time
 from streams.kafka.settings import KafkaSettings
-from streams.topic_io import Record, TopicReader
+from streams.kafka.topic_io import Record, TopicReader
 
 TOPICS = ("control", "tasks", "results", "commits", "bypassed")
 

@@ -380,3 +380,43 @@ def test_before_the_first_commit_lag_counts_from_start_truncated_to_step(model: 
     starts there), so that is where progress stands until the first commit."""
     put(model, "control", upsert(start_ms=T0 + 10_000, window_ms=15_000, step_ms=15_000))
     assert the(model).lag_ms(T0 + MIN) == MIN
+
+
+@pytest.mark.broker
+def test_refresh_reads_committed_transactions_only_and_ends_at_the_commit_marker(
+    kafka: KafkaSettings, unique: str
+) -> None:
+    """The coordinator writes its outputs in transactions: an aborted one never shows, a
+    committed one does, and a partition that ends in a commit marker (an offset that is never
+    delivered) counts as read, so `caught_up` holds; an open transaction is not waited for."""
+    topics = Topics(f"rm-{unique}")
+    create_topics(kafka, topics.specs(partitions=1, replication=1))
+    producer = Producer(kafka.producer(**{"transactional.id": f"rm-{unique}"}))
+    producer.init_transactions(10)
+
+    def transaction(downstream_ms: int) -> None:
+        producer.begin_transaction()
+        value = {**commit(downstream_ms), "stream_id": "s"}
+        producer.produce(topics.commits, json.dumps(value).encode(), b"s")
+
+    transaction(T0 + 9 * MIN)
+    producer.abort_transaction(10)
+    transaction(T0 + MIN)
+    producer.commit_transaction(10)
+    rm = ReadModel(kafka, topics.prefix)
+    try:
+        rm.refresh(timeout_s=20)
+        assert rm.caught_up
+        assert the(rm, "s").downstream_ms == T0 + MIN
+
+        transaction(T0 + 2 * MIN)  # left open
+        producer.flush(10)
+        rm.refresh(timeout_s=20)
+        assert rm.caught_up  # at the last stable offset, not behind the open transaction
+        assert the(rm, "s").downstream_ms == T0 + MIN
+        producer.commit_transaction(10)
+        rm.refresh(timeout_s=20)
+        assert rm.caught_up
+        assert the(rm, "s").downstream_ms == T0 + 2 * MIN
+    finally:
+        rm.close()

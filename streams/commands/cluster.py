@@ -30,9 +30,8 @@ from streams.commands.views import (
     streams_table,
 )
 from streams.errors import BrokerUnavailable
-from streams.kafka.admin import create_topics
+from streams.kafka.admin import create_topics, partition_counts
 from streams.readmodel import ReadModel
-from streams.topic_io import partition_counts
 
 TOP_LAGGING = 10
 RECENT_BYPASSES = 10

@@ -21,9 +21,8 @@ from rich.console import Console
 
 from streams.coordinator.topics import Topics
 from streams.errors import InvalidInput, TidemarkError
-from streams.kafka.admin import wait_ready
+from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.settings import KafkaSettings
-from streams.topic_io import partition_counts
 
 DEFAULT_CONNECT_TIMEOUT_S = 6.0
 # How long a command reads the topics to build its view; it says so when that was not enough.

@@ -32,8 +32,8 @@ from streams.coordinator.topics import Topics
 from streams.errors import InvalidInput, TidemarkError
 from streams.humanize import format_time, parse_time_ms
 from streams.kafka.settings import KafkaSettings
+from streams.kafka.topic_io import Record, TopicReader, send
 from streams.readmodel import BypassView, ReadModel
-from streams.topic_io import Record, TopicReader, send
 
 
 @friendly_errors

@@ -22,8 +22,8 @@ from streams.commands.views import by_lag, print_stream, stream_doc, streams_tab
 from streams.commands.views import bypass_doc as bypass_json
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
+from streams.kafka.topic_io import send
 from streams.readmodel import TOPICS, ReadModel, StreamView
-from streams.topic_io import send
 
 app = typer.Typer(
     help="Create, change, pause, resume, delete and inspect streams.",

@@ -20,7 +20,7 @@ from streams.commands.common import (
     friendly_errors,
 )
 from streams.humanize import format_time
-from streams.topic_io import Record, TopicReader
+from streams.kafka.topic_io import Record, TopicReader
 
 
 class TailTopic(StrEnum):

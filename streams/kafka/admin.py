@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from streams.errors import BrokerUnavailable
+from streams.kafka.errors import broker_errors, error_code
 from streams.kafka.settings import KafkaSettings
 
 
@@ -80,14 +81,20 @@ def create_topics(
                 f"within {timeout_s:g} s"
             ) from None
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise BrokerUnavailable(f"could not create topic {name}: {exc}") from exc
     return created
 
 
-def partition_counts(settings: KafkaSettings, names: Iterable[str]) -> dict[str, int]:
-    """Partition count per existing topic among `names` (missing topics are left out)."""
-    metadata = admin_client(settings).list_topics(timeout=10)
+def partition_counts(
+    settings: KafkaSettings, names: Iterable[str], timeout_s: float = 10.0
+) -> dict[str, int]:
+    """Partition count per existing topic among `names` (missing topics are left out).
+
+    Raises BrokerUnavailable when the cluster does not answer within `timeout_s`.
+    """
+    with broker_errors(f"could not list the topics at {settings.bootstrap_servers}"):
+        metadata = AdminClient(settings.librdkafka(log_level=0)).list_topics(timeout=timeout_s)
     return {
         n: len(metadata.topics[n].partitions)
         for n in names

@@ -16,8 +16,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
 
-from streams.errors import BrokerUnavailable
 from streams.kafka.admin import admin_client
+from streams.kafka.errors import broker_errors
 from streams.kafka.settings import KafkaSettings
 
 
@@ -42,7 +42,7 @@ def consumer_lag(
     Raises BrokerUnavailable when the cluster does not answer within ``timeout_s`` per request.
     """
     client = admin_client(settings) if admin is None else admin
-    try:
+    with broker_errors("could not read consumer lag"):
         groups = _groups(client, groups_prefix, timeout_s)
         committed = _committed(client, groups, timeout_s)
         partitions = sorted({(topic, p) for _, topic, p in committed})
@@ -50,8 +50,6 @@ def consumer_lag(
             return []
         high = _offsets(client, partitions, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
         low = _offsets(client, partitions, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
-    except (KafkaException, TimeoutError) as exc:
-        raise BrokerUnavailable(f"could not read consumer lag: {exc}") from exc
     rows = []
     for (group, topic, p), offset in sorted(committed.items()):
         end = high.get((topic, p))

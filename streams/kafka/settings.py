@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+READ_COMMITTED = "read_committed"
 
 # librdkafka security settings passed through from the environment, e.g.
 # KAFKA_SECURITY_PROTOCOL=SASL_SSL, KAFKA_SASL_MECHANISM=PLAIN, KAFKA_SASL_USERNAME=...
@@ -39,6 +40,14 @@ class KafkaSettings:
     def librdkafka(self, **extra: Any) -> dict[str, Any]:
         """The confluent-kafka (librdkafka) configuration dictionary."""
         return {"bootstrap.servers": self.bootstrap_servers, **self.security, **extra}
+
+    def consumer(self, **extra: Any) -> dict[str, Any]:
+        """Consumer config that reads committed records only (``isolation.level=read_committed``).
+
+        The coordinator writes its outputs in Kafka transactions: what it aborts must never
+        reach a worker, the CLI or the status page.
+        """
+        return self.librdkafka(**{"isolation.level": READ_COMMITTED, **extra})
 
     def producer(self, **extra: Any) -> dict[str, Any]:
         """Producer config whose keys land where aiokafka, Faust and Java clients put them."""

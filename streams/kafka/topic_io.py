@@ -1,25 +1,26 @@
 """Reading and writing Tidemark's topics for the read model and the CLI (confluent-kafka).
 
 Consumers here assign partitions by hand: they join no group and commit nothing, so any number
-of them can read without disturbing the coordinators' and workers' groups. Every Kafka error
-leaves this module as BrokerUnavailable.
+of them can read without disturbing the coordinators' and workers' groups. They read committed
+records only (the coordinator writes in transactions), up to the last stable offset: a
+transaction still open is not waited for. Every Kafka error leaves this module as
+BrokerUnavailable.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from confluent_kafka import (
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
+    IsolationLevel,
     KafkaError,
-    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -28,12 +29,12 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
 
 from streams.errors import BrokerUnavailable
+from streams.kafka.errors import broker_errors
 from streams.kafka.settings import KafkaSettings
 
 DELIVERY_TIMEOUT_MS = 10_000
 _BATCH = 1000
-P = ParamSpec("P")
-R = TypeVar("R")
+_NO_ANSWER = "Kafka did not answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,24 +47,12 @@ class Record:
     value: bytes | None
 
 
-def _translated(func: Callable[P, R]) -> Callable[P, R]:
-    """Kafka's errors (and timeouts of its futures) as BrokerUnavailable, keeping the cause."""
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except (KafkaException, TimeoutError) as exc:
-            raise BrokerUnavailable(f"Kafka did not answer: {exc}") from exc
-
-    return wrapper
-
-
 class TopicReader:
     """Reads topics by hand-assigned partitions, each call going on where the last one stopped.
 
-    `read` catches up to the high watermarks of the moment (the read model's refresh);
-    `start` + `poll` follow whatever arrives from the beginning or the end (tail, replay).
+    `read` catches up to the end of each partition as of the moment (its last stable offset:
+    the read model's refresh); `start` + `poll` follow whatever arrives from the beginning or
+    the end (tail, replay).
     """
 
     def __init__(self, settings: KafkaSettings, names: Iterable[str], group_prefix: str) -> None:
@@ -74,12 +63,14 @@ class TopicReader:
         self._admin: AdminClient | None = None
         self._consumer: Consumer | None = None
 
-    @_translated
+    @broker_errors(_NO_ANSWER)
     def read(self, timeout_s: float, apply: Callable[[list[Record]], None]) -> bool:
-        """Pass every record up to the high watermarks of now to `apply`, in batches.
+        """Pass every record up to the ends (last stable offsets) of now to `apply`, in batches.
 
         The first call starts at the low watermarks. Returns whether every partition was read
-        that far within `timeout_s`.
+        that far within `timeout_s`. A partition whose last record is a transaction's commit
+        marker (which takes an offset and is never delivered) counts as read once the consumer
+        reports its end.
         """
         deadline = time.monotonic() + timeout_s
         behind: dict[tuple[str, int], int] = {}
@@ -103,9 +94,9 @@ class TopicReader:
             consumer.unassign()
         return not behind
 
-    @_translated
+    @broker_errors(_NO_ANSWER)
     def start(self, from_end: bool, timeout_s: float) -> None:
-        """Assign every partition at its high (or low) watermark now, before `poll`."""
+        """Assign every partition at its end (or start) now, before `poll`."""
         marks = self._watermarks(timeout_s)
         self._consumer_client().assign(
             [
@@ -114,7 +105,7 @@ class TopicReader:
             ]
         )
 
-    @_translated
+    @broker_errors(_NO_ANSWER)
     def poll(self, timeout_s: float, max_records: int = 500) -> list[Record]:
         """The records that arrive within `timeout_s` (fewer if `max_records` come sooner)."""
         return self._consume(self._consumer_client(), timeout_s, None, max_records)
@@ -152,7 +143,7 @@ class TopicReader:
     def _consumer_client(self) -> Consumer:
         if self._consumer is None:
             self._consumer = Consumer(
-                self.settings.librdkafka(
+                self.settings.consumer(
                     **{
                         # Required by librdkafka, never joined: partitions are assigned by hand.
                         "group.id": f"{self.group_prefix}-{uuid.uuid4().hex[:8]}",
@@ -183,7 +174,10 @@ def _record(msg: Message, topic: str, partition: int, offset: int) -> Record:
 def watermarks(
     admin: AdminClient, names: Iterable[str], timeout_s: float
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """(low, high) watermarks of every partition of the existing topics among `names`.
+    """(low, end) offsets of every partition of the existing topics among `names`.
+
+    The end is the last stable offset: what a read_committed consumer can reach now (the high
+    watermark when no transaction is open).
 
     Concrete offsets make a consumer start at once, where a logical one (OFFSET_BEGINNING)
     costs it a 500 ms offset query.
@@ -199,7 +193,11 @@ def watermarks(
     if not partitions:
         return {}
     low, high = (
-        admin.list_offsets({tp: spec for tp in partitions}, request_timeout=_left(deadline))
+        admin.list_offsets(
+            {tp: spec for tp in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=_left(deadline),
+        )
         for spec in (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
     )
     return {
@@ -208,19 +206,6 @@ def watermarks(
             high[tp].result(_left(deadline)).offset,
         )
         for tp in partitions
-    }
-
-
-@_translated
-def partition_counts(
-    settings: KafkaSettings, names: Iterable[str], timeout_s: float
-) -> dict[str, int]:
-    """The partition count of each existing topic among `names` (missing ones are left out)."""
-    metadata = AdminClient(settings.librdkafka(log_level=0)).list_topics(timeout=timeout_s)
-    return {
-        name: len(metadata.topics[name].partitions)
-        for name in names
-        if name in metadata.topics and metadata.topics[name].error is None
     }
 
 
@@ -239,11 +224,9 @@ def send(settings: KafkaSettings, topic: str, value: dict[str, Any]) -> None:
             errors.append(error)
 
     body = json.dumps(value, allow_nan=False).encode()
-    try:
+    with broker_errors(f"could not write to {topic}"):
         producer.produce(topic, body, str(value["stream_id"]).encode(), on_delivery=delivered)
         left = producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
-    except KafkaException as exc:
-        raise BrokerUnavailable(f"could not write to {topic}: {exc}") from exc
     if errors or left:
         reason = errors[0].str() if errors else "no acknowledgement in time"
         where = f"{topic} at {settings.bootstrap_servers}"
