@@ -89,21 +89,51 @@ def coordinator(
         int | None,
         typer.Option(help="Health endpoint port on 127.0.0.1 [env TIDEMARK_WEB_PORT, 6066]"),
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="confluent (exactly-once, Kafka transactions) or faust (at-least-once) "
+            "[env TIDEMARK_ENGINE, confluent]"
+        ),
+    ] = None,
+    instance_id: Annotated[
+        str | None,
+        typer.Option(
+            help="This process's stable identity (its transactional.id) "
+            "[env TIDEMARK_INSTANCE_ID, hostname + data folder]"
+        ),
+    ] = None,
+    commit_interval_ms: Annotated[
+        int | None,
+        typer.Option(
+            help="confluent engine: transaction commit interval under load "
+            "[env TIDEMARK_COMMIT_INTERVAL_MS, 100]"
+        ),
+    ] = None,
     loglevel: Annotated[str, typer.Option(help="crit, error, warn, info or debug")] = "info",
 ) -> None:
     """Run a coordinator in the foreground (SIGTERM or Ctrl-C stops it cleanly)."""
-    from streams.coordinator.app import run
     from streams.coordinator.settings import CoordinatorSettings
 
     settings = CoordinatorSettings.from_env()
     settings = dataclasses.replace(
         settings,
+        engine=engine or settings.engine,
+        instance_id=instance_id or settings.instance_id,
+        commit_interval_ms=commit_interval_ms or settings.commit_interval_ms,
         partitions=settings.partitions if partitions is None else partitions,
         data_dir=data_dir or settings.data_dir,
         flush_ms=settings.flush_ms if flush_ms is None else flush_ms,
         web_port=settings.web_port if web_port is None else web_port,
     )
-    run(settings, loglevel=loglevel)
+    if settings.engine == "faust":
+        from streams.coordinator.app import run
+
+        run(settings, loglevel=loglevel)
+    else:
+        from streams.coordinator.eos import run_confluent
+
+        run_confluent(settings, loglevel=loglevel)
 
 
 def _on_command_line(ctx: typer.Context, param: str) -> bool:

@@ -26,7 +26,7 @@ from streams.coordinator.metrics import (
 )
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
-from streams.kafka.admin import create_topics, partition_counts, wait_ready
+from streams.coordinator.startup import prepare_topics
 from streams.kafka.lag import LagReader
 from streams.kafka.output import KafkaOutput
 
@@ -109,25 +109,6 @@ class CoordinatorApp(faust.App):
 
         producer.flush = flush  # type: ignore[method-assign]
         return producer
-
-
-def prepare_topics(settings: CoordinatorSettings) -> None:
-    """Create missing topics; refuse to start when co-partitioned ones disagree."""
-    wait_ready(settings.kafka, timeout_s=30)
-    specs = settings.topics.specs(settings.partitions, settings.replication)
-    created = create_topics(settings.kafka, specs)
-    if created:
-        log.info("created topics %s", ", ".join(created))
-    t = settings.topics
-    counts = partition_counts(
-        settings.kafka, [t.control, t.results, t.ticks, t.changelog, t.replays_changelog]
-    )
-    wrong = {name: n for name, n in counts.items() if n != settings.partitions}
-    if wrong:
-        raise SystemExit(
-            f"topics {wrong} do not have {settings.partitions} partitions; they must be "
-            "co-partitioned with the table (set TIDEMARK_PARTITIONS to match, or recreate them)"
-        )
 
 
 def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +27,26 @@ def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> i
     return value
 
 
+ENGINES = ("confluent", "faust")
+
+
+def default_instance(data_dir: Path) -> str:
+    """Stable per host and data folder, so that a restart fences its own predecessor."""
+    folder = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:8]
+    return f"{socket.gethostname()}-{folder}"
+
+
 @dataclass(frozen=True)
 class CoordinatorSettings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: Topics = field(default_factory=Topics)
     data_dir: Path = Path(".data/coordinator")
+    engine: str = "confluent"
+    # The transactional.id suffix of the confluent engine; default_instance(data_dir) if "".
+    instance_id: str = ""
+    # How often the confluent engine commits a transaction under load (it also commits as soon
+    # as the input runs dry); Kafka Streams uses 100 ms under exactly-once.
+    commit_interval_ms: int = 100
     partitions: int = 6
     replication: int = 1
     flush_ms: int = 200
@@ -43,6 +60,12 @@ class CoordinatorSettings:
     behind_threshold_s: int = 300
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise InvalidInput(
+                "engine", f"must be one of {', '.join(ENGINES)}, got {self.engine!r}"
+            )
+        if self.commit_interval_ms < 1:
+            raise InvalidInput("commit_interval_ms", "must be at least 1")
         if self.partitions < 1:
             raise InvalidInput("partitions", "must be at least 1")
         if self.replication < 1:
@@ -56,6 +79,10 @@ class CoordinatorSettings:
         if self.behind_threshold_s < 0:
             raise InvalidInput("behind_threshold_s", "must not be negative")
 
+    @property
+    def instance(self) -> str:
+        return self.instance_id or default_instance(self.data_dir)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CoordinatorSettings:
         env = os.environ if environ is None else environ
@@ -63,6 +90,9 @@ class CoordinatorSettings:
             kafka=KafkaSettings.from_env(env),
             topics=Topics(env.get("TIDEMARK_TOPIC_PREFIX") or "tidemark"),
             data_dir=Path(env.get("TIDEMARK_DATA_DIR") or ".data/coordinator"),
+            engine=env.get("TIDEMARK_ENGINE") or "confluent",
+            instance_id=env.get("TIDEMARK_INSTANCE_ID") or "",
+            commit_interval_ms=_env_int(env, "TIDEMARK_COMMIT_INTERVAL_MS", 100, 1),
             partitions=_env_int(env, "TIDEMARK_PARTITIONS", 6, 1),
             replication=_env_int(env, "TIDEMARK_REPLICATION", 1, 1),
             flush_ms=_env_int(env, "TIDEMARK_FLUSH_MS", 200, 0),

@@ -48,6 +48,19 @@ class Topics:
         return f"{self.prefix}-coordinator"
 
     @property
+    def eos_group(self) -> str:
+        """The confluent engine's consumer group (and transactional.id prefix).
+
+        Apart from Faust's group: Faust's members speak their own assignor protocol.
+        """
+        return f"{self.app_id}-eos"
+
+    @property
+    def eos_changelog(self) -> str:
+        """The confluent engine's changelog: both of its tables, by key prefix."""
+        return f"{self.eos_group}-changelog"
+
+    @property
     def changelog(self) -> str:
         return f"{self.app_id}-streams-changelog"
 
@@ -58,7 +71,7 @@ class Topics:
     def specs(self, partitions: int, replication: int) -> list[TopicSpec]:
         """Every topic the coordinator reads or writes, with its partition count and config.
 
-        `control`, `results`, `ticks` and the table's changelog are co-partitioned: the same
+        `control`, `results`, `ticks` and the tables' changelogs are co-partitioned: the same
         partition count and key partitioner, so that one stream's events and state meet in one
         partition.
         """
@@ -70,4 +83,5 @@ class Topics:
         specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.replays_changelog, partitions, replication, COMPACTED))
+        specs.append(TopicSpec(self.eos_changelog, partitions, replication, COMPACTED))
         return specs

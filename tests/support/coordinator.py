@@ -25,7 +25,10 @@ class CoordinatorProcess:
         log: Path,
         partitions: int = 3,
         flush_ms: int = 200,
+        engine: str = "confluent",
+        env: dict[str, str] | None = None,
     ) -> None:
+        self.engine = engine
         self.port = free_port()
         self.log = log
         self.env = {
@@ -36,6 +39,8 @@ class CoordinatorProcess:
             "TIDEMARK_PARTITIONS": str(partitions),
             "TIDEMARK_FLUSH_MS": str(flush_ms),
             "TIDEMARK_WEB_PORT": str(self.port),
+            "TIDEMARK_ENGINE": engine,
+            **(env or {}),
         }
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -87,6 +92,18 @@ class CoordinatorProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets but does nothing (a zombie in the making)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def exited(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""

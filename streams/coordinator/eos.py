@@ -1,0 +1,351 @@
+"""The `confluent` engine: the Processor under Kafka transactions, exactly once (KIP-447).
+
+One loop, like a Kafka Streams stream thread: poll inputs, hand each to the Processor, run the
+time-driven work of owned partitions (a punctuator, no tick topic), and every
+`commit_interval_ms` (or as soon as the input runs dry) commit one transaction holding every
+output, the changelog record of every state written, and the input offsets. Only then is the
+local RocksDB written (streams/coordinator/rocks.py). An abortable error aborts, discards the
+uncommitted state and rewinds the inputs; a fenced producer or a fatal error exits non-zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from streams.clock import now_ms
+from streams.coordinator.metrics import ConsumerLagCollector, CoordinatorMetrics, consumer_groups
+from streams.coordinator.processor import Processor, partition_of
+from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
+from streams.coordinator.settings import CoordinatorSettings
+from streams.coordinator.startup import prepare_topics
+from streams.coordinator.web import HealthServer
+from streams.kafka.changelog import read_to_end, watermarks
+from streams.kafka.lag import LagReader
+from streams.kafka.transactions import (
+    TransactionAborted,
+    TransactionalClients,
+    TransactionFatal,
+)
+
+log = logging.getLogger("streams.coordinator")
+
+BATCH_MAX = 2000
+# Poll timeouts: short while inputs flow (a batch returns when full or at the timeout), longer
+# when idle; never longer than the tick interval, which bounds how late time-driven work runs.
+BUSY_POLL_S = 0.002
+# A clean stop commits and leaves the group; when that cannot finish (the broker is gone) the
+# process exits anyway: nothing uncommitted was ever visible, and a restart redoes it.
+STOP_DEADLINE_S = 8.0
+
+# Test hook: TIDEMARK_CRASH_AT="<point>:<n>" SIGKILLs the process the n-th time it reaches the
+# point, so the crash-point tests can stop it between the steps of a commit.
+CRASH_POINTS = ("after_produce", "after_send_offsets", "after_commit", "after_rocksdb_write")
+
+
+class _CrashHook:
+    def __init__(self, spec: str | None) -> None:
+        self.point, self.left = None, 0
+        if spec:
+            point, _, count = spec.partition(":")
+            if point not in CRASH_POINTS:
+                raise SystemExit(f"TIDEMARK_CRASH_AT: {point!r} is not one of {CRASH_POINTS}")
+            self.point, self.left = point, int(count or "1")
+
+    def reached(self, point: str) -> None:
+        if point == self.point:
+            self.left -= 1
+            if self.left <= 0:
+                log.warning("crash hook: SIGKILL at %s", point)
+                logging.shutdown()
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _Emitter:
+    """The Processor's Emitter: every output joins the open transaction."""
+
+    def __init__(self, clients: TransactionalClients) -> None:
+        self._produce = clients.produce
+
+    def send(self, topic: str, key: bytes, value: bytes | None, on_delivered: Any = None) -> None:
+        self._produce(topic, key, value)
+
+
+class ConfluentEngine:
+    def __init__(self, settings: CoordinatorSettings) -> None:
+        self.settings = settings
+        self._crash = _CrashHook(os.environ.get("TIDEMARK_CRASH_AT"))
+        t = self.topics = settings.topics
+        self.inputs = (t.control, t.results)
+        self.clients = TransactionalClients(
+            settings.kafka,
+            group_id=t.eos_group,
+            transactional_id=f"{t.eos_group}-{settings.instance}",
+            session_timeout_ms=settings.session_timeout_ms,
+            on_offsets_sent=lambda: self._crash.reached("after_send_offsets"),
+        )
+        self.state = TransactionalState(
+            settings.data_dir / "eos", lambda s: partition_of(s.encode(), settings.partitions)
+        )
+        self.metrics = CoordinatorMetrics(
+            top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
+        )
+        self.processor = Processor(
+            t,
+            settings.partitions,
+            self.state.view(STREAMS),
+            _Emitter(self.clients),
+            settings.flush_ms,
+            replay_store=self.state.view(REPLAYS),
+            replay_concurrency=settings.replay_concurrency,
+            metrics=self.metrics,
+            transactional=True,
+        )
+        self.positions: dict[tuple[str, int], int] = {}
+        self.owned: set[int] = set()
+        self.status = "starting"
+        self.stats: Counter[str] = Counter()
+        self._moved = False  # input positions moved since the last commit
+        self._changelog_offsets: dict[int, int] = {}
+        self._undelivered: list[str] = []
+        self._stopping = threading.Event()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.clients.init_transactions()
+        self.clients.subscribe(self.inputs, self._on_assigned, self._on_revoked, self._on_lost)
+        interval_s = self.settings.commit_interval_ms / 1000
+        idle_s = self.settings.tick_interval_ms / 1000
+        last_commit = time.monotonic()
+        timeout_s = idle_s
+        self.status = "ok"
+        while not self._stopping.is_set():
+            try:
+                batch = self.clients.poll(BATCH_MAX, timeout_s)
+                now = now_ms()
+                process = self.processor.on_message
+                positions = self.positions
+                for m in batch:
+                    try:
+                        process(m.topic, m.partition, m.offset, m.key, m.value, now)
+                    except (TransactionAborted, TransactionFatal):
+                        raise
+                    except Exception:  # a bug must not stop the coordinator
+                        log.exception("failed on %s[%d]@%d", m.topic, m.partition, m.offset)
+                    positions[(m.topic, m.partition)] = m.offset + 1
+                if batch:
+                    self._moved = True
+                self._punctuate(now)
+                timeout_s = BUSY_POLL_S if batch else idle_s
+                since_s = time.monotonic() - last_commit
+                pending = self._moved or self.clients.in_transaction
+                # Commit at the interval, or early once the input runs dry (low latency when
+                # caught up, large transactions under load).
+                if pending and (since_s >= interval_s or len(batch) < BATCH_MAX // 4):
+                    self.commit(now)
+                    last_commit = time.monotonic()
+            except TransactionAborted as exc:
+                log.warning("transaction aborted (%s); state and inputs rewound", exc)
+                self._abort()
+            except TransactionFatal as exc:
+                log.error("%s; exiting", exc)
+                raise SystemExit(1) from exc
+        self._stop()
+
+    def _punctuate(self, now: int) -> None:
+        for partition in self.processor.partitions_to_tick(now):
+            try:
+                self.processor.on_tick(partition, now)
+            except (TransactionAborted, TransactionFatal):
+                raise
+            except Exception:
+                log.exception("time-driven work of partition %d failed", partition)
+
+    # -- one transaction ------------------------------------------------------------------
+
+    def commit(self, now: int) -> None:
+        """Checkpoint the Processor and commit everything since the last commit at once."""
+        self.processor.checkpoint(now)
+        changelog = self.topics.eos_changelog
+        produce = self.clients.produce
+        self._changelog_offsets = {}
+        self._undelivered = []
+        writes = 0
+        for partition, key, value in self.state.pending():
+            produce(changelog, key, value, partition, self._changelog_delivered)
+            writes += 1
+        self._crash.reached("after_produce")
+        self.clients.flush()
+        if self._undelivered:
+            raise TransactionAborted(f"changelog undelivered: {self._undelivered[0]}")
+        self.clients.commit(self._offsets_to_commit())
+        self._crash.reached("after_commit")
+        self.state.committed(self._changelog_offsets)
+        self._crash.reached("after_rocksdb_write")
+        self._moved = False
+        self.stats["transactions"] += 1
+        self.stats["changelog_records"] += writes
+
+    def _changelog_delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._undelivered.append(str(err))
+            return
+        partition, offset = msg.partition(), msg.offset()
+        if offset > self._changelog_offsets.get(partition, -1):
+            self._changelog_offsets[partition] = offset
+
+    def _offsets_to_commit(self) -> dict[tuple[str, int], int]:
+        return dict(self.positions)
+
+    def _abort(self) -> None:
+        """Void the open transaction: drop uncommitted state, rebuild, rewind the inputs."""
+        self.stats["aborts"] += 1
+        self.clients.abort()
+        self.state.abort()
+        self.processor.reset()
+        committed = self.clients.committed(list(self.positions))
+        self.positions = committed
+        self.clients.seek(committed)
+        self._moved = False
+
+    # -- rebalances (called inside poll) --------------------------------------------------
+
+    def _on_assigned(self, tps: list[tuple[str, int]]) -> None:
+        self.status = "restoring"
+        began = time.monotonic()
+        # Fetch the offsets first: that waits for a previous owner's open transaction to end,
+        # so the changelog read next holds all of its writes or none.
+        offsets = self.clients.committed(tps)
+        partitions = sorted({p for _, p in tps})
+        restored = sum(self._restore(p) for p in partitions)
+        self.positions.update(offsets)
+        self.clients.assign(offsets)
+        self.owned.update(partitions)
+        self.processor.on_assigned(partitions)
+        self.status = "ok"
+        log.info(
+            "assigned partitions %s: %d changelog records restored in %.2f s",
+            partitions,
+            restored,
+            time.monotonic() - began,
+        )
+
+    def _restore(self, partition: int) -> int:
+        """Bring partition's store up to the end of its changelog; return records applied."""
+        store = self.state.open(partition)
+        start = store.offset + 1
+        changelog = self.topics.eos_changelog
+        low, high = watermarks(self.settings.kafka, changelog, partition)
+        if start > high or (start > 0 and low > start):
+            # The topic does not hold what the store says it read up to: it was re-created
+            # or truncated, so the local state belongs to another history. Start afresh.
+            log.warning("partition %d: local state does not match %s; restoring it all",
+                        partition, changelog)  # fmt: skip
+            store = store.wipe()
+            self.state.replace(partition, store)
+            start = 0
+        count = 0
+        for entries in read_to_end(self.settings.kafka, changelog, partition, start):
+            store.write(((key, value) for _, key, value in entries), entries[-1][0])
+            count += len(entries)
+        return count
+
+    def _on_revoked(self, tps: list[tuple[str, int]]) -> None:
+        partitions = {p for _, p in tps}
+        if self._moved or self.clients.in_transaction:
+            try:
+                self.commit(now_ms())
+            except TransactionAborted as exc:
+                log.warning("commit on revocation aborted (%s)", exc)
+                self.clients.abort()
+                self.state.abort()
+                self.processor.reset()
+        self._release(partitions)
+
+    def _on_lost(self, tps: list[tuple[str, int]]) -> None:
+        log.warning("partitions %s lost: the open transaction is aborted", sorted(tps))
+        self.clients.abort()
+        self.state.abort()
+        self.processor.reset()
+        self._release({p for _, p in tps})
+
+    def _release(self, partitions: set[int]) -> None:
+        self.processor.on_revoked(partitions)
+        for p in partitions:
+            self.state.close(p)
+        self.positions = {tp: o for tp, o in self.positions.items() if tp[1] not in partitions}
+        self.owned -= partitions
+        self._moved = False
+
+    # -- stopping -------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+
+        def give_up() -> None:
+            log.error(
+                "could not stop cleanly within %g s (is the broker reachable?); exiting: "
+                "nothing uncommitted was visible, and a restart processes it again",
+                STOP_DEADLINE_S,
+            )
+            logging.shutdown()
+            os._exit(1)
+
+        timer = threading.Timer(STOP_DEADLINE_S, give_up)
+        timer.daemon = True
+        timer.start()
+
+    def _stop(self) -> None:
+        self.status = "stopping"
+        try:
+            if self._moved or self.clients.in_transaction:
+                self.commit(now_ms())
+        except TransactionAborted as exc:
+            log.warning("final commit aborted (%s)", exc)
+            self.clients.abort()
+        self.clients.close()  # leaves the group; the revocation commits nothing more
+        self.state.close_all()
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "engine": "confluent",
+            "status": self.status,
+            "partitions": sorted(self.owned),
+            "indexed_streams": len(self.processor.index),
+            "stats": {**self.processor.stats, **self.stats},
+        }
+
+
+_LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING,
+           "info": logging.INFO, "debug": logging.DEBUG}  # fmt: skip
+
+
+def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None:
+    """Run the confluent engine in the foreground until SIGTERM or Ctrl-C (stops within 10 s)."""
+    logging.basicConfig(
+        level=_LEVELS.get(loglevel.lower(), logging.INFO),
+        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
+    )
+    prepare_topics(settings)
+    engine = ConfluentEngine(settings)
+    signal.signal(signal.SIGTERM, lambda *_: engine.request_stop())
+    signal.signal(signal.SIGINT, lambda *_: engine.request_stop())
+    lag = ConsumerLagCollector(LagReader(settings.kafka, consumer_groups(settings.topics)))
+    engine.metrics.registry.register(lag)
+    web = HealthServer(
+        settings.web_host, settings.web_port, engine.health, engine.metrics.registry
+    ).start()
+    lag.start()
+    try:
+        engine.run()
+    finally:
+        lag.stop(timeout_s=1.0)
+        web.stop()

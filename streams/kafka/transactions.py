@@ -1,0 +1,301 @@
+"""The exactly-once coordinator's Kafka clients: one consumer and one transactional producer.
+
+KIP-447 (Kafka Streams' exactly-once v2): one transactional producer per process, fenced
+through the consumer group (the group metadata sent with the offsets) and through a stable
+`transactional.id` per instance (a restart fences its predecessor at `init_transactions`).
+librdkafka's errors are translated here, in one place, into three outcomes the engine acts on:
+retry the call, abort the transaction (`TransactionAborted`), or exit (`TransactionFatal`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+from streams.errors import TidemarkError
+from streams.kafka.settings import KafkaSettings
+
+log = logging.getLogger("streams.kafka")
+
+# Kafka Streams' EOS default: a coordinator that stalls this long gets its transaction aborted
+# by the broker, and a new owner waits at most this long for a dead owner's open transaction.
+TRANSACTION_TIMEOUT_MS = 10_000
+# How long one client call may block before the engine treats the broker as gone.
+CALL_TIMEOUT_S = 30.0
+
+
+class TransactionAborted(TidemarkError):
+    """The open transaction had to be aborted; its outputs, state and offsets are void."""
+
+
+class TransactionFatal(TidemarkError):
+    """The producer is unusable (fenced by a newer instance, or a fatal error): exit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+Partitions = Callable[[list[tuple[str, int]]], None]
+
+
+def _classify(exc: KafkaException, what: str) -> TidemarkError:
+    err: KafkaError = exc.args[0]
+    if err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+        return TransactionFatal(f"{what}: {err.str()} (fenced or fatal; a restart recovers)")
+    if err.txn_requires_abort():
+        return TransactionAborted(f"{what}: {err.str()}")
+    # librdkafka flags what it can retry; anything unflagged is treated as fatal.
+    return TransactionFatal(f"{what}: {err.str()}")
+
+
+def _retrying(call: Callable[[], Any], what: str, deadline_s: float) -> Any:
+    """Call until it succeeds, retrying what librdkafka marks retriable, up to the deadline."""
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.retriable() and time.monotonic() < deadline_s:
+                log.warning("%s: %s; retrying", what, err.str())
+                time.sleep(0.05)
+                continue
+            raise _classify(exc, what) from exc
+
+
+class TransactionalClients:
+    """The consumer of the coordinators' group and the process's transactional producer."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group_id: str,
+        transactional_id: str,
+        session_timeout_ms: int,
+        linger_ms: int = 5,
+        on_offsets_sent: Callable[[], None] | None = None,
+    ) -> None:
+        self._on_offsets_sent = on_offsets_sent
+        self._consumer = Consumer(
+            settings.librdkafka(
+                **{
+                    "group.id": group_id,
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "auto.offset.reset": "earliest",
+                    # control[p] and results[p] go to the same member: a stream's inputs meet.
+                    "partition.assignment.strategy": "range",
+                    "session.timeout.ms": session_timeout_ms,
+                    "heartbeat.interval.ms": max(1000, session_timeout_ms // 5),
+                    "fetch.wait.max.ms": 20,
+                    "queued.max.messages.kbytes": 65536,
+                }
+            )
+        )
+        self._producer = Producer(
+            settings.producer(
+                **{
+                    "transactional.id": transactional_id,
+                    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                    "linger.ms": linger_ms,
+                    "batch.num.messages": 10_000,
+                    "queue.buffering.max.messages": 500_000,
+                    "queue.buffering.max.kbytes": 262_144,
+                    "error_cb": self._on_error,
+                }
+            )
+        )
+        self._in_transaction = False
+
+    @staticmethod
+    def _on_error(err: KafkaError) -> None:
+        if err.code() != KafkaError._TRANSPORT:  # the engine reports an unreachable broker
+            log.error("producer: %s", err.str())
+
+    # -- the group ----------------------------------------------------------------------
+
+    def subscribe(
+        self, topics: Sequence[str], assigned: Partitions, revoked: Partitions, lost: Partitions
+    ) -> None:
+        def pairs(tps: Iterable[TopicPartition]) -> list[tuple[str, int]]:
+            return [(tp.topic, tp.partition) for tp in tps]
+
+        def on_assign(consumer: Consumer, tps: list[TopicPartition]) -> None:
+            assigned(pairs(tps))
+
+        def on_revoke(consumer: Consumer, tps: list[TopicPartition]) -> None:
+            revoked(pairs(tps))
+
+        def on_lost(consumer: Consumer, tps: list[TopicPartition]) -> None:
+            lost(pairs(tps))
+
+        self._consumer.subscribe(
+            list(topics), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
+        )
+
+    def poll(self, max_messages: int, timeout_s: float) -> list[Input]:
+        """The next inputs (possibly none); rebalance callbacks run inside this call."""
+        out = []
+        for msg in self._consumer.consume(max_messages, timeout_s):
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise TransactionFatal(f"consumer: {err.str()}")
+                if err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consumer: %s", err.str())
+                continue
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            assert topic is not None and partition is not None and offset is not None
+            out.append(Input(topic, partition, offset, msg.key(), msg.value()))
+        return out
+
+    def committed(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The group's committed offset per partition, or the low watermark where it has none.
+
+        Under read_committed the fetch waits (UNSTABLE_OFFSET_COMMIT) until a previous owner's
+        open transaction is resolved, so what follows sees all of its state or none of it.
+        """
+        if not tps:
+            return {}
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        found = _retrying(
+            lambda: self._consumer.committed(
+                [TopicPartition(t, p) for t, p in tps], timeout=CALL_TIMEOUT_S
+            ),
+            "fetching committed offsets",
+            deadline,
+        )
+        offsets = {}
+        for tp in found:
+            offset = tp.offset
+            if offset == OFFSET_INVALID or offset < 0:
+                low, _ = self._consumer.get_watermark_offsets(tp, timeout=CALL_TIMEOUT_S)
+                offset = low
+            offsets[(tp.topic, tp.partition)] = offset
+        return offsets
+
+    def assign(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Start reading the given partitions at the given offsets (inside on_assign)."""
+        self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+
+    def seek(self, offsets: dict[tuple[str, int], int]) -> None:
+        for (topic, partition), offset in offsets.items():
+            self._consumer.seek(TopicPartition(topic, partition, offset))
+
+    def unassign(self) -> None:
+        self._consumer.unassign()
+
+    # -- the transaction ----------------------------------------------------------------
+
+    def init_transactions(self) -> None:
+        """Fence any previous instance with this transactional.id and abort its transaction."""
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        _retrying(
+            lambda: self._producer.init_transactions(CALL_TIMEOUT_S), "init_transactions", deadline
+        )
+
+    def produce(
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes | None,
+        partition: int | None = None,
+        on_delivery: Callable[[KafkaError | None, Any], None] | None = None,
+    ) -> None:
+        if not self._in_transaction:
+            self._begin()
+        kwargs: dict[str, Any] = {}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if on_delivery is not None:
+            kwargs["on_delivery"] = on_delivery
+        while True:
+            try:
+                self._producer.produce(topic, value, key, **kwargs)
+                return
+            except BufferError:  # the local queue is full: serve deliveries, then again
+                self._producer.poll(0.01)
+            except KafkaException as exc:
+                raise _classify(exc, f"producing to {topic}") from exc
+
+    def poll_producer(self) -> None:
+        self._producer.poll(0)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    def _begin(self) -> None:
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise _classify(exc, "begin_transaction") from exc
+        self._in_transaction = True
+
+    def flush(self, timeout_s: float = CALL_TIMEOUT_S) -> None:
+        """Wait for every produced message; any undelivered one means the transaction aborts."""
+        left = self._producer.flush(timeout_s)
+        if left:
+            raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Send the input offsets with the group metadata, then commit the transaction.
+
+        Offsets go in every transaction, even one of time-driven writes only, so that a zombie
+        (a member the group has moved on from) can never commit anything.
+        """
+        if not self._in_transaction:
+            self._begin()
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        if tps:
+            metadata = self._consumer.consumer_group_metadata()
+            _retrying(
+                lambda: self._producer.send_offsets_to_transaction(tps, metadata, CALL_TIMEOUT_S),
+                "send_offsets_to_transaction",
+                deadline,
+            )
+        if self._on_offsets_sent is not None:  # crash-point tests stop the process here
+            self._on_offsets_sent()
+        _retrying(
+            lambda: self._producer.commit_transaction(CALL_TIMEOUT_S),
+            "commit_transaction",
+            deadline,
+        )
+        self._in_transaction = False
+
+    def abort(self) -> None:
+        """Abort the open transaction, if any; a failure to abort is fatal."""
+        if not self._in_transaction:
+            return
+        self._in_transaction = False
+        try:
+            self._producer.abort_transaction(CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            raise TransactionFatal(f"abort_transaction: {exc.args[0].str()}") from exc
+
+    def close(self) -> None:
+        """Leave the group (its revocation callback runs here) and drop both clients."""
+        try:
+            self._consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("closing the consumer: %s", exc)
+        self._producer.flush(1)
