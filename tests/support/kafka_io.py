@@ -51,8 +51,7 @@ class Tail:
         self.prefix = prefix
         self.messages: dict[str, list[tuple[int, str, Any]]] = defaultdict(list)
         self._consumer = Consumer(
-            kafka.librdkafka(**{"group.id": group, "auto.offset.reset": "earliest",
-                               "isolation.level": "read_committed"})  # fmt: skip
+            kafka.consumer(**{"group.id": group, "auto.offset.reset": "earliest"})
         )
         self._consumer.subscribe([f"{prefix}.{t}" for t in topics])
 
@@ -103,8 +102,7 @@ class Responder:
         self.seen: list[dict[str, Any]] = []
         self._feed = Feed(kafka, prefix)
         self._consumer = Consumer(
-            kafka.librdkafka(**{"group.id": group, "auto.offset.reset": "earliest",
-                               "isolation.level": "read_committed"})  # fmt: skip
+            kafka.consumer(**{"group.id": group, "auto.offset.reset": "earliest"})
         )
         self._consumer.subscribe([f"{prefix}.tasks"])
         self._stop = threading.Event()

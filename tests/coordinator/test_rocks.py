@@ -1,0 +1,73 @@
+"""The confluent engine's store: RocksDB holds committed state only, with its changelog offset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streams.coordinator.rocks import REPLAYS, STREAMS, PartitionStore, TransactionalState
+
+
+def _state(tmp_path: Path) -> TransactionalState:
+    state = TransactionalState(tmp_path, lambda s: 0 if s.startswith("a") else 1)
+    state.open(0)
+    state.open(1)
+    return state
+
+
+def test_writes_wait_in_memory_until_the_transaction_commits(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    streams = state.view(STREAMS)
+    streams.set("a1", b"one")
+    assert streams.get("a1") == b"one"  # the open transaction reads its own writes
+    assert state.stores[0].get(STREAMS + b"a1") is None  # RocksDB does not have it yet
+    assert list(state.pending()) == [(0, b"sa1", b"one")]
+    state.committed({0: 41})
+    assert state.stores[0].get(STREAMS + b"a1") == b"one"
+    assert state.stores[0].offset == 41
+    assert list(state.pending()) == []
+
+
+def test_an_abort_drops_the_open_transaction_and_keeps_what_was_committed(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    streams = state.view(STREAMS)
+    streams.set("a1", b"committed")
+    state.committed({0: 7})
+    streams.set("a1", b"uncommitted")
+    streams.delete("a1")
+    assert streams.get("a1") is None
+    state.abort()
+    assert streams.get("a1") == b"committed"
+    assert state.stores[0].offset == 7
+
+
+def test_data_and_offset_survive_a_reopen_together(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    state.view(STREAMS).set("b1", b"x")
+    state.committed({1: 3})
+    state.close_all()
+    reopened = PartitionStore(tmp_path / "partition-1")
+    assert (reopened.get(STREAMS + b"b1"), reopened.offset) == (b"x", 3)
+    reopened.close()
+
+
+def test_tables_are_apart_and_items_merge_the_open_transaction(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    streams, replays = state.view(STREAMS), state.view(REPLAYS)
+    streams.set("a1", b"1")
+    streams.set("b1", b"2")
+    replays.set("a1", b"r")
+    state.committed({0: 1, 1: 1})
+    streams.set("a2", b"3")  # open
+    streams.delete("b1")  # open
+    assert sorted(streams.items()) == [("a1", b"1"), ("a2", b"3")]
+    assert list(replays.items()) == [("a1", b"r")]
+
+
+def test_a_wipe_empties_the_store_for_a_full_restore(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    state.view(STREAMS).set("a1", b"1")
+    state.committed({0: 9})
+    fresh = state.stores[0].wipe()
+    state.replace(0, fresh)
+    assert fresh.offset == -1
+    assert state.view(STREAMS).get("a1") is None
