@@ -16,12 +16,13 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import KafkaException
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
 from streams.errors import BrokerUnavailable, InvalidInput
+from streams.handler import Handler
 from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.settings import KafkaSettings
+from streams.kafka.worker_io import KafkaResultSink, KafkaTaskSource
 from streams.pipelines import build_pipeline
 from streams.worker.config import WorkerConfig
 from streams.worker.runtime import WorkerRuntime
@@ -67,7 +68,7 @@ def run_worker(
         ):
             if not _wait_for_broker(settings, config, stopping):
                 return 0
-            runtime = WorkerRuntime(settings, handler, config, registry=registry)
+            runtime = kafka_runtime(settings, handler, config, registry=registry)
             if stopping.is_set():  # a signal came while the runtime was being built
                 runtime.stop()
             runtime.run()
@@ -76,6 +77,19 @@ def run_worker(
         close = getattr(handler, "close", None)  # e.g. the metrics pipeline's HTTP pool
         if callable(close):
             close()
+
+
+def kafka_runtime(
+    settings: KafkaSettings,
+    handler: Handler,
+    config: WorkerConfig,
+    *,
+    registry: CollectorRegistry | None = None,
+) -> WorkerRuntime:
+    """A runtime whose tasks and results go through Kafka (``streams.kafka.worker_io``)."""
+    source = KafkaTaskSource(settings, config)
+    sink = KafkaResultSink(settings, config)
+    return WorkerRuntime(handler, config, source, sink, registry=registry)
 
 
 def _give_up(deadline_s: float) -> None:
@@ -112,7 +126,7 @@ def _check_topics(settings: KafkaSettings, config: WorkerConfig) -> None:
     topics = [config.tasks_topic, config.results_topic]
     try:
         found = partition_counts(settings, topics)
-    except KafkaException as exc:
+    except BrokerUnavailable as exc:
         log.warning("could not list topics: %s", exc)
         return
     for topic in topics:

@@ -1,11 +1,12 @@
 """The worker runtime: consume task windows, run a handler on threads, produce results.
 
-One loop thread owns the Kafka consumer and producer and every piece of state; handler calls
-run on a pool of ``concurrency`` threads and hand their outcome back through a queue. Each
-loop turn: collect finished handler calls and produce their results; start tasks that are due;
-send heartbeats; serve producer delivery reports; commit what is safe; apply backpressure;
-poll the consumer (which also serves rebalances, so it is called every turn, and well within
-``max.poll.interval.ms``, even while every partition is paused).
+One loop thread owns the task source and the result sink (``streams.worker.ports``; on Kafka,
+``streams.kafka.worker_io``) and every piece of state; handler calls run on an executor of
+``concurrency`` threads and hand their outcome back through a queue. Each loop turn: collect
+finished handler calls and produce their results; start tasks that are due; send heartbeats;
+serve delivery reports; commit what is safe; apply backpressure; poll the source (which also
+serves rebalances, so it is called every turn, and well within ``max.poll.interval.ms``, even
+while every partition is paused).
 
 Guarantees:
 
@@ -22,7 +23,7 @@ Guarantees:
   group), tasks taken but not started are nacked ``shutdown`` at once, so that the
   coordinator requeues them without waiting for a deadline; running ones get ``grace_s`` to
   finish, then are nacked ``shutdown`` too (a result that comes later is dropped). Then the
-  producer is flushed, the safe positions committed and the consumer closed. A result not
+  sink is flushed, the safe positions committed and the source closed. A result not
   delivered by then leaves its task uncommitted: the next owner redoes it.
 """
 
@@ -35,26 +36,24 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
-from confluent_kafka.cimpl import Message, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from streams import clock
 from streams.errors import InvalidInput
 from streams.handler import SHUTDOWN, Handler, Nack, Outcome, Task
-from streams.kafka.settings import KafkaSettings
-from streams.worker.clients import DeliveryReport, ResultProducer, task_consumer
 from streams.worker.commits import Committer
 from streams.worker.config import WorkerConfig
 from streams.worker.jobs import Job, JobBoard
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.offsets import OffsetToken, OffsetTracker
+from streams.worker.offsets import OffsetToken, OffsetTracker, Partition
 from streams.worker.pool import HandlerPool
+from streams.worker.ports import Delivered, Fetched, HandlerExecutor, ResultSink, TaskSource
 from streams.worker.results import (
     checked_outcome,
     decode_task,
     error_outcome,
     heartbeat_value,
+    result_key,
     result_value,
 )
 
@@ -62,22 +61,28 @@ log = logging.getLogger("streams.worker")
 
 
 class WorkerRuntime:
-    """Runs ``handler`` for every task of ``config.tasks_topic`` in a consumer group.
+    """Runs ``handler`` for every task ``source`` gives, answering through ``sink``.
 
     Call ``run()`` to work in the calling thread until ``stop()``, or ``start()`` for a
-    background thread and ``join()``. ``stop()`` may be called from any thread or a signal
-    handler. Metrics go to ``registry`` (the default one if None); ``now_ms`` is the wall
-    clock that task times are compared with.
+    background thread and ``join()``; or drive it turn by turn: ``open()``, ``turn()``,
+    ``shutdown()`` (what ``run()`` does; in-process tests do it with fakes). ``stop()`` may be
+    called from any thread or a signal handler. Handler calls go to ``executor`` (by default
+    ``concurrency`` daemon threads); metrics to ``registry`` (the default one if None);
+    ``now_ms`` is the wall clock that task times are compared with. Commits while running go
+    out at most every ``commit_interval_s``.
     """
 
     def __init__(
         self,
-        settings: KafkaSettings,
         handler: Handler,
         config: WorkerConfig,
+        source: TaskSource,
+        sink: ResultSink,
         *,
+        executor: HandlerExecutor | None = None,
         registry: CollectorRegistry | None = None,
         now_ms: Callable[[], int] = clock.now_ms,
+        commit_interval_s: float = 0.1,
     ) -> None:
         self._handler = handler
         self._config = config
@@ -94,12 +99,10 @@ class WorkerRuntime:
         self._redeliver: list[Job] = []
         self._paused = False
 
-        self._consumer = task_consumer(
-            settings, config, error_cb=self._on_kafka_error, on_commit=self._on_commit
-        )
-        self._commits = Committer(self._consumer, self._tracker)
-        self._producer = ResultProducer(settings, config.results_topic, self._on_kafka_error)
-        self._pool = HandlerPool(config.concurrency)
+        self._source = source
+        self._commits = Committer(source, self._tracker, commit_interval_s)
+        self._sink = sink
+        self._pool = HandlerPool(config.concurrency) if executor is None else executor
 
     # -- control -------------------------------------------------------------------------
 
@@ -119,8 +122,25 @@ class WorkerRuntime:
             return not self._thread.is_alive()
         return True
 
+    @property
+    def stopping(self) -> bool:
+        """Whether ``stop()`` was called (or a fatal error asked for it)."""
+        return self._stop.is_set()
+
     def run(self) -> None:
         """Consume and work until ``stop()``, then shut down. Call once."""
+        try:
+            self.open()
+            while not self._stop.is_set():
+                self.turn()
+        except Exception:
+            self.failed = True
+            log.exception("worker loop failed; shutting down")
+        finally:
+            self.shutdown()
+
+    def open(self) -> None:
+        """Start the executor, the sink and the source (joining the group)."""
         cfg = self._config
         log.info(
             "worker %s: consuming %s as group %s, %d handler threads, results to %s",
@@ -130,21 +150,13 @@ class WorkerRuntime:
             cfg.concurrency,
             cfg.results_topic,
         )
-        try:
-            self._pool.start()
-            self._consumer.subscribe(
-                [cfg.tasks_topic],
-                on_assign=self._on_assign,
-                on_revoke=self._on_revoke,
-                on_lost=self._on_lost,
-            )
-            while not self._stop.is_set():
-                self._turn(accepting=True)
-        except Exception:
-            self.failed = True
-            log.exception("worker loop failed; shutting down")
-        finally:
-            self._shutdown()
+        self._pool.start()
+        self._sink.open(self.fatal)
+        self._source.open(self)
+
+    def turn(self) -> None:
+        """One turn of the loop (see the module docs)."""
+        self._turn(accepting=True)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -154,27 +166,22 @@ class WorkerRuntime:
         if accepting:
             self._start_due()
         self._send_heartbeats()
-        self._producer.poll()
+        self._sink.poll()
         self._commits.commit_due()
         if accepting:
             self._apply_backpressure()
         self._in_flight.set(len(self._board))
-        message = self._consumer.poll(self._config.poll_interval_s)
-        if message is not None:
-            self._take(message, accepting=accepting)
+        fetched = self._source.poll(self._config.poll_interval_s)
+        if fetched is not None:
+            self._take(fetched, accepting=accepting)
 
-    def _take(self, message: Message, *, accepting: bool) -> None:
-        error = message.error()
-        if error is not None:
-            self._on_consumer_error(error)
-            return
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        assert topic is not None and partition is not None and offset is not None
-        token = self._tracker.start((topic, partition), offset)
+    def _take(self, fetched: Fetched, *, accepting: bool) -> None:
+        (topic, partition), offset = fetched.partition, fetched.offset
+        token = self._tracker.start(fetched.partition, offset)
         if token is None:  # an unassigned partition or an offset seen already: not ours to do
             return
         try:
-            task = decode_task(message.value())
+            task = decode_task(fetched.value)
         except InvalidInput as exc:
             log.warning("skipping an invalid task at %s[%d]@%d: %s", topic, partition, offset, exc)
             self._count("invalid")
@@ -249,15 +256,16 @@ class WorkerRuntime:
     def _produce(self, job: Job) -> None:
         assert job.result is not None
 
-        def delivered(err: KafkaError | None, _message: Message) -> None:
-            if err is None:
+        def delivered(error: str | None) -> None:
+            if error is None:
                 self._board.delivered(job)
                 self._tracker.finish(job.token)
                 return
-            log.error("result of task %s not delivered (%s); sending again", job.task.task_id, err)
+            task_id = job.task.task_id
+            log.error("result of task %s not delivered (%s); sending again", task_id, error)
             self._redeliver.append(job)
 
-        self._producer.send(job.task, job.result, delivered)
+        self._sink.send(result_key(job.task), job.result, delivered)
 
     def _produce_again(self) -> None:
         retry, self._redeliver = self._redeliver, []
@@ -268,70 +276,40 @@ class WorkerRuntime:
     def _send_heartbeats(self) -> None:
         for job in self._board.heartbeats_due(self._now_ms()):
             report = _heartbeat_report(job.task.task_id)
-            self._producer.send(job.task, heartbeat_value(job.task), report)
+            self._sink.send(result_key(job.task), heartbeat_value(job.task), report)
 
-    # -- rebalancing ------------------------------------------------------
+    # -- the source's listener (called from inside its poll) ------------------------------
 
-    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        self._commits.on_commit(err, partitions)
+    def assigned(self, partitions: list[Partition]) -> None:
+        self._commits.assigned(partitions)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        try:
-            self._commits.assigned(partitions)
-            consumer.incremental_assign(partitions)
-            if self._paused or self._stop.is_set():
-                consumer.pause(partitions)
-            if partitions:
-                log.info("assigned %s", _names(partitions))
-        except Exception:  # an exception here would surface from poll() and stop the loop
-            log.exception("handling the assignment of %s failed", _names(partitions))
+    def revoked(self, partitions: list[Partition]) -> None:
+        """Partitions leave in order: commit their safe positions, drop tasks not started."""
+        self._board.drop_unstarted(self._commits.released(partitions, commit=True))
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, commit=True)
+    def lost(self, partitions: list[Partition]) -> None:
+        """Partitions are gone already: drop tasks not started, commit nothing."""
+        self._board.drop_unstarted(self._commits.released(partitions, commit=False))
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, commit=False)
+    def commit_failed(self, partitions: list[Partition]) -> None:
+        self._commits.commit_failed(partitions)
 
-    def _release(self, partitions: list[TopicPartition], *, commit: bool) -> None:
-        """Partitions leave this worker: commit (unless lost), drop tasks not started."""
-        try:
-            self._board.drop_unstarted(self._commits.released(partitions, commit=commit))
-            if partitions:
-                log.info("%s %s", "revoked" if commit else "lost", _names(partitions))
-        except Exception:
-            log.exception("handling the revocation of %s failed", _names(partitions))
+    def fatal(self, reason: str) -> None:
+        """The source or the sink cannot go on: stop, and exit with a failure."""
+        log.critical("stopping: %s", reason)
+        self.failed = True
+        self._stop.set()
 
     def _apply_backpressure(self) -> None:
         full = len(self._board) >= self._config.concurrency + self._config.buffer
         if full != self._paused:
-            assignment = self._consumer.assignment()
-            if assignment:
-                (self._consumer.pause if full else self._consumer.resume)(assignment)
+            (self._source.pause if full else self._source.resume)()
             self._paused = full
-
-    # -- errors --------------------------------------------------------------------------
-
-    def _on_kafka_error(self, err: KafkaError) -> None:
-        if err.fatal():
-            log.critical("fatal Kafka error, stopping: %s", err)
-            self.failed = True
-            self._stop.set()
-        elif err.code() == KafkaError._ALL_BROKERS_DOWN:
-            log.error("no Kafka broker reachable (librdkafka retries with backoff): %s", err)
-        elif err.code() == KafkaError._TRANSPORT:  # librdkafka's own log line says it already
-            log.debug("Kafka: %s", err)
-        else:
-            log.warning("Kafka: %s", err)
-
-    def _on_consumer_error(self, err: KafkaError) -> None:
-        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            log.warning("topic %s not found (yet): %s", self._config.tasks_topic, err)
-        else:
-            self._on_kafka_error(err)
 
     # -- shutdown ------------------------------------------------------------------------
 
-    def _shutdown(self) -> None:
+    def shutdown(self) -> None:
+        """Nack what did not start, give running tasks ``grace_s``, flush, commit, close."""
         cfg = self._config
         try:
             self._stop_fetching()
@@ -347,7 +325,7 @@ class WorkerRuntime:
                 message = f"the worker stopped; the task still ran after a {cfg.grace_s:g} s grace"
                 self._answer(job, Nack(SHUTDOWN, message), time.monotonic() - job.started_s)
             self._produce_again()
-            left = self._producer.flush(cfg.flush_timeout_s)
+            left = self._sink.flush(cfg.flush_timeout_s)
             if left:
                 log.error("%d results not delivered at exit; their tasks will be redone", left)
             self._commits.commit_now()
@@ -359,30 +337,21 @@ class WorkerRuntime:
             self._close()
 
     def _stop_fetching(self) -> None:
-        try:
-            assignment = self._consumer.assignment()
-            if assignment:
-                self._consumer.pause(assignment)
-        except KafkaException as exc:
-            log.warning("pausing the assignment failed: %s", exc)
+        self._source.pause()
         self._paused = True
 
     def _close(self) -> None:
         try:
-            self._consumer.close()
+            self._source.close()
         except Exception:
-            log.exception("closing the consumer failed")
+            log.exception("closing the task source failed")
         self._pool.close(timeout_s=1.0)
         log.info("worker %s stopped", self._config.pipeline)
 
 
-def _heartbeat_report(task_id: str) -> DeliveryReport:
-    def delivered(err: KafkaError | None, _message: Message) -> None:
-        if err is not None:
-            log.warning("heartbeat of task %s not delivered: %s", task_id, err)
+def _heartbeat_report(task_id: str) -> Delivered:
+    def delivered(error: str | None) -> None:
+        if error is not None:
+            log.warning("heartbeat of task %s not delivered: %s", task_id, error)
 
     return delivered
-
-
-def _names(partitions: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions)

@@ -21,6 +21,7 @@ from streams.kafka.settings import KafkaSettings
 from streams.pipelines.synthetic import SyntheticPipeline
 from streams.worker.api import HANDLER_ERROR, SHUTDOWN, Handler, Task
 from streams.worker.config import WorkerConfig
+from streams.worker.runner import kafka_runtime
 from streams.worker.runtime import WorkerRuntime
 from tests.worker.kafka_helpers import (
     PARTITIONS,
@@ -59,7 +60,7 @@ class World:
         """A worker of the test group; metrics in ``registry``, else in ``self.registry``."""
         cfg = WorkerConfig("test", topic_prefix=self.prefix, **config)
         assert cfg.group == self.group
-        return WorkerRuntime(self.kafka, handler, cfg, registry=registry or self.registry)
+        return kafka_runtime(self.kafka, handler, cfg, registry=registry or self.registry)
 
     def send(self, *values: Task | bytes) -> list[tuple[int, int]]:
         return send(self.kafka, self.tasks, *values)

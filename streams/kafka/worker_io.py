@@ -1,0 +1,239 @@
+"""The worker's ports on confluent-kafka: ``KafkaTaskSource`` and ``KafkaResultSink``.
+
+- The consumer reads committed tasks only (``read_committed``: the coordinator writes in
+  transactions), commits only by hand, starts a new group at the earliest task, and uses
+  cooperative-sticky assignment, so that a worker joining or leaving moves only the partitions
+  it must and the others keep their running tasks.
+- The producer is idempotent with ``acks=all`` (a retried send neither duplicates nor
+  reorders results) and uses ``murmur2_random``, the partitioner of the Java clients and of
+  the coordinator's, so that a stream's results land where the coordinator expects them.
+
+librdkafka's own log lines go to the ``streams.worker.kafka`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from streams.kafka.errors import severity
+from streams.kafka.settings import KafkaSettings
+from streams.worker.config import WorkerConfig
+from streams.worker.offsets import Partition
+from streams.worker.ports import Delivered, Fetched, SourceListener
+
+log = logging.getLogger("streams.worker")
+kafka_log = logging.getLogger("streams.worker.kafka")
+
+
+def consumer_config(settings: KafkaSettings, config: WorkerConfig, **extra: Any) -> dict[str, Any]:
+    """The task consumer's configuration, in the worker group."""
+    group: dict[str, Any] = {
+        "group.id": config.group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "session.timeout.ms": config.session_timeout_ms,
+        "heartbeat.interval.ms": min(3_000, config.session_timeout_ms // 3),
+        "logger": kafka_log,
+        **extra,
+    }
+    if config.instance_id:
+        group["group.instance.id"] = config.instance_id
+    return settings.consumer(**group)
+
+
+def log_kafka_error(err: KafkaError, on_fatal: Callable[[str], None]) -> None:
+    """Log an error a client reported, at the level it deserves; a fatal one stops the worker."""
+    match severity(err):
+        case "fatal":
+            log.critical("fatal Kafka error, stopping: %s", err)
+            on_fatal(f"fatal Kafka error: {err}")
+        case "unreachable":
+            log.error("no Kafka broker reachable (librdkafka retries with backoff): %s", err)
+        case "transport":  # librdkafka's own log line says it already
+            log.debug("Kafka: %s", err)
+        case _:
+            log.warning("Kafka: %s", err)
+
+
+class KafkaTaskSource:
+    """``TaskSource`` over a consumer of ``config.tasks_topic`` in the worker group."""
+
+    def __init__(self, settings: KafkaSettings, config: WorkerConfig) -> None:
+        self._settings = settings
+        self._config = config
+        self._consumer: Consumer | None = None
+        self._listener: SourceListener | None = None
+        self._paused = False
+
+    def open(self, listener: SourceListener) -> None:
+        self._listener = listener
+        self._consumer = Consumer(
+            consumer_config(
+                self._settings,
+                self._config,
+                error_cb=lambda err: log_kafka_error(err, listener.fatal),
+                on_commit=self._on_commit,
+            )
+        )
+        self._consumer.subscribe(
+            [self._config.tasks_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    def poll(self, timeout_s: float) -> Fetched | None:
+        message = self._client().poll(timeout_s)
+        if message is None:
+            return None
+        error = message.error()
+        if error is not None:
+            if severity(error) == "missing_topic":
+                log.warning("topic %s not found (yet): %s", self._config.tasks_topic, error)
+            else:
+                log_kafka_error(error, self._the_listener().fatal)
+            return None
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        assert topic is not None and partition is not None and offset is not None
+        return Fetched((topic, partition), offset, message.value())
+
+    def pause(self) -> None:
+        self._paused = True
+        self._pause_or_resume(pause=True)
+
+    def resume(self) -> None:
+        self._paused = False
+        self._pause_or_resume(pause=False)
+
+    def _pause_or_resume(self, *, pause: bool) -> None:
+        consumer = self._client()
+        try:
+            assignment = consumer.assignment()
+            if assignment:
+                (consumer.pause if pause else consumer.resume)(assignment)
+        except KafkaException as exc:
+            log.warning("%s the assignment failed: %s", "pausing" if pause else "resuming", exc)
+
+    def commit(self, positions: Mapping[Partition, int], *, wait: bool) -> bool:
+        offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
+        consumer = self._client()
+        try:
+            if not wait:
+                consumer.commit(offsets=offsets, asynchronous=True)
+                return True
+            answer = consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            log.warning("commit of %s failed: %s", dict(positions), exc)
+            return False
+        for tp in answer or []:
+            if tp.error is not None:
+                log.warning("commit of %s[%d] failed: %s", tp.topic, tp.partition, tp.error)
+        return True
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def _client(self) -> Consumer:
+        if self._consumer is None:
+            raise RuntimeError("the task source is not open")
+        return self._consumer
+
+    def _the_listener(self) -> SourceListener:
+        if self._listener is None:
+            raise RuntimeError("the task source is not open")
+        return self._listener
+
+    # librdkafka calls these from poll(); an exception in them would surface from poll().
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        failed = [(tp.topic, tp.partition) for tp in partitions if err or tp.error]
+        if failed:
+            log.warning("commit failed: %s", err)
+            self._the_listener().commit_failed(failed)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:
+            self._the_listener().assigned(_keys(partitions))
+            consumer.incremental_assign(partitions)
+            if self._paused:
+                consumer.pause(partitions)
+            if partitions:
+                log.info("assigned %s", _names(partitions))
+        except Exception:
+            log.exception("handling the assignment of %s failed", _names(partitions))
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._release(partitions, lost=False)
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._release(partitions, lost=True)
+
+    def _release(self, partitions: list[TopicPartition], *, lost: bool) -> None:
+        try:
+            listener = self._the_listener()
+            (listener.lost if lost else listener.revoked)(_keys(partitions))
+            if partitions:
+                log.info("%s %s", "lost" if lost else "revoked", _names(partitions))
+        except Exception:
+            log.exception("handling the revocation of %s failed", _names(partitions))
+
+
+class KafkaResultSink:
+    """``ResultSink`` over an idempotent producer to ``config.results_topic``."""
+
+    def __init__(self, settings: KafkaSettings, config: WorkerConfig) -> None:
+        self._settings = settings
+        self._topic = config.results_topic
+        self._producer: Producer | None = None
+
+    def open(self, on_fatal: Callable[[str], None]) -> None:
+        self._producer = Producer(
+            self._settings.producer(
+                **{
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 5,
+                    "error_cb": lambda err: log_kafka_error(err, on_fatal),
+                    "logger": kafka_log,
+                }
+            )
+        )
+
+    def send(self, key: bytes, value: bytes, delivered: Delivered) -> None:
+        def report(err: KafkaError | None, _msg: Message) -> None:
+            delivered(None if err is None else str(err))
+
+        producer = self._client()
+        while True:
+            try:
+                producer.produce(self._topic, value, key, on_delivery=report)
+                return
+            except BufferError:  # the local queue is full: serve delivery reports, try again
+                producer.poll(0.1)
+
+    def poll(self) -> None:
+        self._client().poll(0)
+
+    def flush(self, timeout_s: float) -> int:
+        return self._client().flush(timeout_s)
+
+    def _client(self) -> Producer:
+        if self._producer is None:
+            raise RuntimeError("the result sink is not open")
+        return self._producer
+
+
+def _keys(partitions: list[TopicPartition]) -> list[Partition]:
+    return [(tp.topic, tp.partition) for tp in partitions]
+
+
+def _names(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions)

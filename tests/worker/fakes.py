@@ -1,0 +1,231 @@
+"""In-memory fakes of the worker's ports: a task source, a result sink, a held executor.
+
+Like librdkafka, the source calls its listener only inside ``poll`` (rebalances a test asks
+for happen at the next poll) and the sink calls ``delivered`` only inside ``poll`` or
+``flush``. Nothing here sleeps or starts a thread: a test drives ``WorkerRuntime.turn()`` at
+explicit ``now_ms`` values and decides when the broker confirms a send and when a handler call
+runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from streams.handler import Handler, Task
+from streams.worker.config import WorkerConfig
+from streams.worker.offsets import Partition
+from streams.worker.ports import Delivered, Fetched, SourceListener
+from streams.worker.runtime import WorkerRuntime
+
+TASKS = "tidemark.tasks"
+
+
+class InMemoryTaskSource:
+    """Records per partition; ``assign``, ``revoke`` and ``lose`` take effect at the next poll."""
+
+    def __init__(self) -> None:
+        self.logs: dict[Partition, list[bytes | None]] = {}
+        self.positions: dict[Partition, int] = {}  # the next offset to fetch, per assigned one
+        self.commits: list[tuple[dict[Partition, int], bool]] = []  # (positions, waited)
+        self.committed: dict[Partition, int] = {}
+        self.paused = False
+        self.closed = False
+        self.fail_commits = False
+        self._events: deque[tuple[str, list[Partition]]] = deque()
+        self._listener: SourceListener | None = None
+
+    # -- what a test does --------------------------------------------------------------------
+
+    def append(self, partition: Partition, value: bytes | None) -> int:
+        """Add a record to ``partition``; return its offset."""
+        log = self.logs.setdefault(partition, [])
+        log.append(value)
+        return len(log) - 1
+
+    def add_task(self, task: Task, partition: Partition = (TASKS, 0)) -> int:
+        return self.append(partition, json.dumps(task.to_wire()).encode())
+
+    def assign(self, *partitions: Partition) -> None:
+        self._events.append(("assigned", list(partitions)))
+
+    def revoke(self, *partitions: Partition) -> None:
+        self._events.append(("revoked", list(partitions)))
+
+    def lose(self, *partitions: Partition) -> None:
+        self._events.append(("lost", list(partitions)))
+
+    def fail_async_commit(self, *partitions: Partition) -> None:
+        """The broker refused the last asynchronous commit of these partitions."""
+        self._events.append(("commit_failed", list(partitions)))
+
+    # -- TaskSource ---------------------------------------------------------------------------
+
+    def open(self, listener: SourceListener) -> None:
+        self._listener = listener
+
+    def poll(self, timeout_s: float) -> Fetched | None:
+        assert self._listener is not None, "poll before open"
+        while self._events:
+            kind, partitions = self._events.popleft()
+            if kind == "assigned":
+                self._listener.assigned(partitions)
+                for p in partitions:  # a new owner starts at the group's committed offset
+                    self.positions[p] = self.committed.get(p, 0)
+            elif kind == "commit_failed":
+                self._listener.commit_failed(partitions)
+            else:
+                (self._listener.revoked if kind == "revoked" else self._listener.lost)(partitions)
+                for p in partitions:
+                    self.positions.pop(p, None)
+        if self.paused:
+            return None
+        for partition, position in sorted(self.positions.items()):
+            log = self.logs.get(partition, [])
+            if position < len(log):
+                self.positions[partition] = position + 1
+                return Fetched(partition, position, log[position])
+        return None
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+
+    def commit(self, positions: Mapping[Partition, int], *, wait: bool) -> bool:
+        if self.fail_commits:
+            return False
+        self.commits.append((dict(positions), wait))
+        self.committed.update(positions)
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class Sent:
+    key: bytes
+    value: bytes
+    delivered: Delivered = field(repr=False)
+
+    def json(self) -> Any:
+        return json.loads(self.value)
+
+
+class InMemoryResultSink:
+    """Records every send. ``confirm`` (or ``fail``) decides the broker's answer to those sent
+    so far; the answers reach the runtime at its next ``poll`` or ``flush``. A ``flush`` confirms
+    what is still unanswered, unless the broker is ``down``."""
+
+    def __init__(self) -> None:
+        self.sent: list[Sent] = []
+        self.down = False
+        self.opened = False
+        self._unanswered: list[Sent] = []
+        self._answers: list[tuple[Sent, str | None]] = []
+
+    def confirm(self) -> int:
+        return self._answer(None)
+
+    def fail(self, reason: str = "broker said no") -> int:
+        return self._answer(reason)
+
+    def _answer(self, error: str | None) -> int:
+        answered, self._unanswered = self._unanswered, []
+        self._answers.extend((s, error) for s in answered)
+        return len(answered)
+
+    def values(self, outcome: str | None = None) -> list[dict[str, Any]]:
+        found = [s.json() for s in self.sent]
+        return [v for v in found if outcome is None or v["outcome"] == outcome]
+
+    def open(self, on_fatal: Callable[[str], None]) -> None:
+        self.opened = True
+
+    def send(self, key: bytes, value: bytes, delivered: Delivered) -> None:
+        sent = Sent(key, value, delivered)
+        self.sent.append(sent)
+        self._unanswered.append(sent)
+
+    def poll(self) -> None:
+        answers, self._answers = self._answers, []
+        for sent, error in answers:
+            sent.delivered(error)
+
+    def flush(self, timeout_s: float) -> int:
+        if not self.down:
+            self.confirm()
+        self.poll()
+        return len(self._unanswered)
+
+
+class HeldExecutor:
+    """Handler calls wait here until a test runs them: a held call is a running task."""
+
+    def __init__(self) -> None:
+        self.held: list[Callable[[], None]] = []
+        self.started = False
+        self.closed = False
+
+    def start(self) -> None:
+        self.started = True
+
+    def submit(self, call: Callable[[], None]) -> None:
+        self.held.append(call)
+
+    def run_all(self) -> int:
+        calls, self.held = self.held, []
+        for call in calls:
+            call()
+        return len(calls)
+
+    def close(self, timeout_s: float) -> bool:
+        self.closed = True
+        return not self.held
+
+
+class Worker:
+    """A ``WorkerRuntime`` over the three fakes, at a clock the test sets (``now_ms``)."""
+
+    def __init__(
+        self, handler: Handler, now_ms: int, commit_interval_s: float = 0.0, **config: Any
+    ) -> None:
+        self.now_ms = now_ms
+        self.source = InMemoryTaskSource()
+        self.sink = InMemoryResultSink()
+        self.executor = HeldExecutor()
+        self.registry = CollectorRegistry()
+        self.config = WorkerConfig("test", **{"grace_s": 0.0, **config})
+        self.runtime = WorkerRuntime(
+            handler,
+            self.config,
+            self.source,
+            self.sink,
+            executor=self.executor,
+            registry=self.registry,
+            now_ms=lambda: self.now_ms,
+            commit_interval_s=commit_interval_s,
+        )
+        self.runtime.open()
+
+    def turns(self, count: int = 3) -> None:
+        for _ in range(count):
+            self.runtime.turn()
+
+    def work(self, count: int = 3) -> None:
+        """Turns in which every handler call runs and every send is confirmed."""
+        for _ in range(count):
+            self.runtime.turn()
+            self.executor.run_all()
+            self.sink.confirm()
+
+    def count(self, outcome: str) -> float:
+        labels = {"pipeline": "test", "outcome": outcome}
+        return self.registry.get_sample_value("tidemark_worker_tasks_total", labels) or 0.0
