@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-from confluent_kafka import Producer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -37,6 +35,7 @@ from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
 from streams.kafka.admin import create_topics, wait_ready
 from streams.kafka.settings import KafkaSettings
+from streams.kafka.topic_io import send_all
 from streams.readmodel import ReadModel, StreamView
 
 RUN_DIR = ROOT / ".run" / "demo"
@@ -143,15 +142,16 @@ class Demo:
         )
 
     def _register_streams(self) -> None:
-        producer = Producer(self.settings.producer())
-        for stream in demo_streams(now_ms()):
-            key = stream["stream_id"].encode()
-            # Start each demo afresh: a delete, then the upsert (one partition, in order).
-            producer.produce(self.topics.control, orjson.dumps(
-                {"type": "delete", "stream_id": stream["stream_id"]}), key)  # fmt: skip
-            producer.produce(self.topics.control, orjson.dumps({"type": "upsert", **stream}), key)
-        if producer.flush(15):
-            raise TidemarkError("could not register the demo streams with the broker")
+        # Start each demo afresh: a delete, then the upsert (one partition, in order).
+        values = [
+            control
+            for stream in demo_streams(now_ms())
+            for control in (
+                {"type": "delete", "stream_id": stream["stream_id"]},
+                {"type": "upsert", **stream},
+            )
+        ]
+        send_all(self.settings, self.topics.control, values)
         console.print("registered demo streams: "
                       + ", ".join(s["stream_id"] for s in demo_streams(0)))  # fmt: skip
 

@@ -214,6 +214,11 @@ def send(settings: KafkaSettings, topic: str, value: dict[str, Any]) -> None:
 
     Returns once the broker acknowledged it; raises BrokerUnavailable if it did not in time.
     """
+    send_all(settings, topic, [value])
+
+
+def send_all(settings: KafkaSettings, topic: str, values: Iterable[dict[str, Any]]) -> None:
+    """`send` for several values, in order (one stream's values stay in order on one partition)."""
     producer = Producer(
         settings.producer(**{"message.timeout.ms": DELIVERY_TIMEOUT_MS, "log_level": 0})
     )
@@ -223,9 +228,11 @@ def send(settings: KafkaSettings, topic: str, value: dict[str, Any]) -> None:
         if error is not None:
             errors.append(error)
 
-    body = json.dumps(value, allow_nan=False).encode()
     with broker_errors(f"could not write to {topic}"):
-        producer.produce(topic, body, str(value["stream_id"]).encode(), on_delivery=delivered)
+        for value in values:
+            body = json.dumps(value, allow_nan=False).encode()
+            key = str(value["stream_id"]).encode()
+            producer.produce(topic, body, key, on_delivery=delivered)
         left = producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
     if errors or left:
         reason = errors[0].str() if errors else "no acknowledgement in time"
