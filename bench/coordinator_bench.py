@@ -1,15 +1,25 @@
-"""Coordinator benchmark on a real broker: throughput, ack-to-commit latency, dispatch delay.
+"""Coordinator benchmark on a real broker, beside its peers: throughput, ack-to-commit latency,
+dispatch delay.
 
-    .venv/bin/python bench/coordinator_bench.py [--streams 2000] [--seconds 20]
+    .venv/bin/python bench/coordinator_bench.py [--engine confluent|faust|both] [--streams 2000]
+        [--live-streams 1000] [--seconds 20] [--quix-events 200000] [--no-quix]
 
 Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.devbroker) for the run.
-Three phases, each printed as it finishes:
+Everything runs in one run on one broker, each phase printed as it finishes, a table at the end:
   1. baseline: a plain confluent-kafka consume -> produce loop over the same broker, with
      messages the size of results and tasks; the ceiling for any Kafka processor in Python here.
-  2. throughput: one `tidemark coordinator` process, many streams with a backlog of windows, and
-     a stand-in worker that acks every task at once; results per second the coordinator sustains.
-  3. latency: live streams with 1 s windows (1,000 streams: about 1,000 results/s): dispatch delay
-     (task received - window end) and ack-to-commit latency (commit received - ack sent).
+  2. quix: a Quix Streams app with processing_guarantee="exactly-once" doing the minimum work per
+     event (read a key's JSON state, update it, emit one message), over 2,000 keys in 6
+     partitions (bench/quix_peer.py, run from its own virtualenv .bench/quix-venv, which this
+     script installs: Quix's pins conflict with ours); events/s from its first visible output to
+     its last, read_committed.
+  3. per engine (TIDEMARK_ENGINE in the coordinator's environment), one `tidemark coordinator`:
+     a. throughput: many streams with a backlog of windows, and a stand-in worker that acks
+        every task at once; results per second the coordinator sustains.
+     b. latency: live streams with 1 s windows (1,000 streams: about 1,000 results/s): dispatch
+        delay (task received - window end) and ack-to-commit latency (commit received - ack sent).
+Every reader of the coordinator's outputs (the stand-in worker, the commits reader) consumes with
+isolation.level=read_committed.
 """
 
 from __future__ import annotations
@@ -18,75 +28,71 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from common import (
+    ROOT,
+    Worker,
+    broker_for_run,
+    check_engine,
+    consumer,
+    coordinator,
+    engines_of,
+    note_engines,
+    now_ms,
+    pct,
+    result_value,
+)
+from confluent_kafka import Producer
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.settings import KafkaSettings
 
-from streams.devbroker import ephemeral_broker  # noqa: E402
-from streams.kafka.admin import TopicSpec, create_topics  # noqa: E402
-from streams.kafka.settings import KafkaSettings  # noqa: E402
-from tests.support.coordinator import CoordinatorProcess  # noqa: E402
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def consumer(kafka: KafkaSettings, topics: list[str], **extra: Any) -> Consumer:
-    c = Consumer(kafka.librdkafka(**{
-        "group.id": f"bench-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "fetch.wait.max.ms": 5, **extra}))  # fmt: skip
-    c.subscribe(topics)
-    return c
+QUIX_VERSION = "3.28.1"  # the newest 3.x PyPI served on 2026-11-30 (`pip index versions`)
+QUIX_VENV = ROOT / ".bench" / "quix-venv"
+QUIX_KEYS = 2000
+SAMPLE_TASK = {"task_id": "cluster-00001/1795968000000/1", "stream_id": "cluster-00001",
+               "start_ms": 1795968000000, "end_ms": 1795968060000, "step_ms": 15000,
+               "attempt": 1, "dispatched_ms": 1795968060001, "deadline_ms": 1795968120001,
+               "params": {}}  # fmt: skip
 
 
-def result_value(task: dict[str, Any]) -> bytes:
-    return json.dumps({"stream_id": task["stream_id"], "start_ms": task["start_ms"],
-                       "end_ms": task["end_ms"], "attempt": task["attempt"], "outcome": "ack",
-                       "ack_ms": task["end_ms"]}).encode()  # fmt: skip
+def prefill(kafka: KafkaSettings, topic: str, count: int, keys: int = QUIX_KEYS) -> None:
+    """`count` result-sized messages over `keys` stream keys (murmur2, as Java clients do)."""
+    producer = Producer(kafka.producer(**{"linger.ms": 5}))
+    for i in range(count):
+        sid = f"cluster-{i % keys:05d}"
+        window = {**SAMPLE_TASK, "stream_id": sid, "end_ms": SAMPLE_TASK["end_ms"] + i}
+        producer.produce(topic, result_value(window), sid.encode())
+        if i % 10000 == 0:
+            producer.poll(0)
+    producer.flush(30)
 
 
 def baseline(kafka: KafkaSettings, count: int) -> float:
     """Consume `count` result-sized messages and produce a task-sized one for each."""
     src, dst = f"bench-in-{uuid.uuid4().hex[:6]}", f"bench-out-{uuid.uuid4().hex[:6]}"
     create_topics(kafka, [TopicSpec(src, 6), TopicSpec(dst, 6)])
-    producer = Producer(kafka.producer(**{"linger.ms": 5}))
-    sample = {"task_id": "cluster-00001/1795968000000/1", "stream_id": "cluster-00001",
-              "start_ms": 1795968000000, "end_ms": 1795968060000, "step_ms": 15000,
-              "attempt": 1, "dispatched_ms": 1795968060001, "deadline_ms": 1795968120001,
-              "params": {}}  # fmt: skip
-    value = result_value(sample)
-    for i in range(count):
-        producer.produce(src, value, f"cluster-{i % 2000:05d}".encode())
-        if i % 10000 == 0:
-            producer.poll(0)
-    producer.flush(30)
+    prefill(kafka, src, count)
     c = consumer(kafka, [src])
     out = Producer(kafka.producer(**{"linger.ms": 5}))
     seen, began = 0, None
+    deadline = time.monotonic() + 120
     while seen < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"baseline: {seen} of {count} messages read in 120 s")
         for msg in c.consume(1000, 1.0):
             if msg.error():
                 continue
             began = began or time.perf_counter()
             doc = json.loads(msg.value())
-            out.produce(dst, json.dumps({**sample, "stream_id": doc["stream_id"]}).encode(),
+            out.produce(dst, json.dumps({**SAMPLE_TASK, "stream_id": doc["stream_id"]}).encode(),
                         msg.key())  # fmt: skip
             seen += 1
         out.poll(0)
@@ -96,41 +102,112 @@ def baseline(kafka: KafkaSettings, count: int) -> float:
     return count / elapsed
 
 
-class Worker:
-    """A stand-in worker that acks every task at once and records timings."""
+# -- the Quix Streams peer -----------------------------------------------------------------
 
-    def __init__(self, kafka: KafkaSettings, prefix: str) -> None:
-        self.tasks = consumer(kafka, [f"{prefix}.tasks"])
-        self.producer = Producer(kafka.producer(**{"linger.ms": 1}))
-        self.results_topic = f"{prefix}.results"
-        self.acked = 0
-        self.ack_sent: dict[tuple[str, int], int] = {}
-        self.dispatch_delays: list[int] = []
 
-    def step(self, timeout_s: float = 0.05, record: bool = False) -> None:
-        for msg in self.tasks.consume(2000, timeout_s):
-            if msg.error():
-                continue
-            task = json.loads(msg.value())
-            received = now_ms()
-            if record:
-                self.dispatch_delays.append(received - task["end_ms"])
-            self.producer.produce(self.results_topic, result_value(task), msg.key())
-            if record:
-                self.ack_sent[(task["stream_id"], task["end_ms"])] = now_ms()
-            self.acked += 1
-        self.producer.poll(0)
+def quix_python() -> Path:
+    """The Python of .bench/quix-venv with quixstreams==QUIX_VERSION, installed if missing.
+
+    Its own virtualenv because its pins conflict with ours (quixstreams 3.28 wants
+    confluent-kafka<2.13 and pydantic<2.14; we pin 2.16.1 and 2.14.4): printed below."""
+    python = QUIX_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import quixstreams; print(quixstreams.__version__)"]
+    have = (
+        subprocess.run(probe, capture_output=True, text=True, check=False)
+        if python.exists()
+        else None
+    )
+    if have is None or have.returncode != 0 or have.stdout.strip() != QUIX_VERSION:
+        print(f"installing quixstreams=={QUIX_VERSION} into {QUIX_VENV} ...", flush=True)
+        if QUIX_VENV.exists():
+            shutil.rmtree(QUIX_VENV)
+        QUIX_VENV.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(QUIX_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        f"quixstreams=={QUIX_VERSION}"], check=True, timeout=600)  # fmt: skip
+    conflicts = quix_conflicts(python)
+    if conflicts:
+        print(f"  quixstreams {QUIX_VERSION} pins that conflict with ours: {'; '.join(conflicts)}")
+    return python
+
+
+def quix_conflicts(python: Path) -> list[str]:
+    """quixstreams's requirements that the versions installed in our own venv do not meet."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+
+    done = subprocess.run(
+        [str(python), "-c",
+         "import importlib.metadata as m; print('\\n'.join(m.requires('quixstreams') or []))"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = []
+    for line in done.stdout.splitlines():
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue  # an optional extra
+        try:
+            ours = version(req.name)
+        except PackageNotFoundError:
+            continue
+        if not req.specifier.contains(ours, prereleases=True):
+            out.append(f"{req.name}{req.specifier} (ours {ours})")
+    return out
+
+
+def quix_peer(kafka: KafkaSettings, events: int, home: Path, commit_interval: float) -> float:
+    """Events/s of the Quix Streams exactly-once peer over a pre-filled input topic."""
+    python = quix_python()
+    tag = uuid.uuid4().hex[:6]
+    src, dst = f"bench-quix-in-{tag}", f"bench-quix-out-{tag}"
+    create_topics(kafka, [TopicSpec(src, 6), TopicSpec(dst, 6)])
+    prefill(kafka, src, events)
+    log, stamp = home / "quix-peer.log", home / f"quix-first-event-{tag}"
+    out = consumer(kafka, [dst])
+    with open(log, "ab") as sink:
+        proc = subprocess.Popen(
+            [str(python), str(ROOT / "bench" / "quix_peer.py"), "--bootstrap",
+             kafka.bootstrap_servers, "--input", src, "--output", dst, "--group", f"quix-{tag}",
+             "--state-dir", str(home / "quix-state"), "--events", str(events),
+             "--commit-interval", str(commit_interval), "--max-seconds", "300",
+             "--stamp-file", str(stamp)],
+            stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+        )  # fmt: skip
+    try:
+        seen = 0
+        deadline = time.monotonic() + 300
+        while seen < events:
+            if time.monotonic() > deadline or (proc.poll() is not None and proc.returncode):
+                tail = log.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"quix peer: {seen} of {events} outputs visible; log:\n{tail}")
+            seen += sum(1 for m in out.consume(5000, 0.2) if not m.error())
+        # From the first event Quix processed to the last output visible (read_committed):
+        # outputs become visible per transaction, so this includes its commits.
+        elapsed = time.time() - float(stamp.read_text())
+        rate = events / elapsed
+        proc.wait(60)
+        return rate
+    finally:
+        out.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+# -- the coordinator, per engine -----------------------------------------------------------
 
 
 def run_coordinator_phases(
-    kafka: KafkaSettings, streams: int, live_streams: int, seconds: float, home: Path
-) -> float:
-    prefix = f"bench-{uuid.uuid4().hex[:6]}"
-    proc = CoordinatorProcess(kafka, prefix, home / "data", home / "coordinator.log",
-                              partitions=6, flush_ms=200)  # fmt: skip
+    kafka: KafkaSettings, engine: str, streams: int, live_streams: int, seconds: float, home: Path
+) -> dict[str, float]:
+    prefix = f"bench-{engine}-{uuid.uuid4().hex[:6]}"
+    proc = coordinator(kafka, prefix, home, engine)
     proc.start()
+    figures: dict[str, float] = {}
     try:
         proc.wait_ready(90)
+        check_engine(proc, engine)
         control = Producer(kafka.producer())
         start = now_ms() // 60000 * 60000 - 10_000 * 60000  # a backlog of 10,000 windows each
         for i in range(streams):
@@ -142,7 +219,7 @@ def run_coordinator_phases(
             )
         control.flush(30)
         worker = Worker(kafka, prefix)
-        warm_until = time.monotonic() + 5
+        warm_until = time.monotonic() + min(5.0, seconds)
         while time.monotonic() < warm_until:
             worker.step()
         began, acked0 = time.perf_counter(), worker.acked
@@ -150,10 +227,14 @@ def run_coordinator_phases(
         while time.monotonic() < end:
             worker.step()
         rate = (worker.acked - acked0) / (time.perf_counter() - began)
-        print(f"coordinator: {rate:,.0f} results/s sustained over {seconds:g} s "
-              f"({streams} streams catching up, 6 partitions, flush 200 ms)")  # fmt: skip
+        figures["throughput"] = rate
+        print(
+            f"[{engine}] coordinator: {rate:,.0f} results/s sustained over {seconds:g} s "
+            f"({streams} streams catching up, 6 partitions, flush 200 ms)",
+            flush=True,
+        )
         stats = proc.health() or {}
-        print(f"  coordinator stats: {stats.get('stats')}")
+        print(f"[{engine}]   coordinator stats: {stats.get('stats')}")
         for i in range(streams):  # stop the backlog streams before the latency phase
             sid = f"cluster-{i:05d}"
             control.produce(
@@ -178,7 +259,7 @@ def run_coordinator_phases(
         latencies: list[int] = []
         measure_from = time.monotonic() + 3
         end = measure_from + seconds
-        acked_at_start = None
+        acked_at_start, t0 = None, time.perf_counter()
         while time.monotonic() < end:
             recording = time.monotonic() >= measure_from
             if recording and acked_at_start is None:
@@ -194,42 +275,90 @@ def run_coordinator_phases(
                     if sent is not None:
                         latencies.append(got - sent)
         live_rate = (worker.acked - (acked_at_start or 0)) / (time.perf_counter() - t0)
-        print(f"latency at {live_rate:,.0f} results/s ({live_streams:,} live streams of 1 s): "
-              f"ack-to-commit p50 {pct(latencies, 0.5):.0f} ms, p99 {pct(latencies, 0.99):.0f} "
-              f"ms ({len(latencies)} samples); dispatch delay p50 "
-              f"{pct(worker.dispatch_delays, 0.5):.0f} ms, p99 "
-              f"{pct(worker.dispatch_delays, 0.99):.0f} ms")  # fmt: skip
+        figures |= {
+            "live_streams": live_streams, "live_rate": live_rate, "samples": len(latencies),
+            "a2c_p50": pct(latencies, 0.5), "a2c_p99": pct(latencies, 0.99),
+            "dispatch_p50": pct(worker.dispatch_delays, 0.5),
+            "dispatch_p99": pct(worker.dispatch_delays, 0.99),
+        }  # fmt: skip
+        print(f"[{engine}] latency at {live_rate:,.0f} results/s ({live_streams:,} live streams "
+              f"of 1 s): ack-to-commit p50 {figures['a2c_p50']:.0f} ms, p99 "
+              f"{figures['a2c_p99']:.0f} ms ({len(latencies)} samples); dispatch delay p50 "
+              f"{figures['dispatch_p50']:.0f} ms, p99 {figures['dispatch_p99']:.0f} ms",
+              flush=True)  # fmt: skip
         commits.close()
-        worker.tasks.close()
-        return rate
+        worker.close()
+        return figures
     finally:
         proc.stop(30)
 
 
+def table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(r[0]) for r in rows)
+    lines = [f"| {'figure':<{width}} | result |", f"|{'-' * (width + 2)}|--------|"]
+    lines += [f"| {name:<{width}} | {value} |" for name, value in rows]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=["confluent", "faust", "both"], default="both")
     parser.add_argument("--streams", type=int, default=2000, help="catching-up streams")
     parser.add_argument("--live-streams", type=int, default=1000, help="1 s windows, live")
-    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--seconds", type=float, default=20, help="each measured phase")
     parser.add_argument("--baseline-messages", type=int, default=100_000)
-    parser.add_argument("--logs", type=Path, help="keep the coordinator's log in this folder")
+    parser.add_argument("--quix-events", type=int, default=200_000)
+    parser.add_argument("--quix-commit-interval", type=float, default=5.0, help="Quix's default")
+    parser.add_argument("--no-quix", action="store_true", help="skip the Quix Streams peer")
+    parser.add_argument("--logs", type=Path, help="keep the processes' logs in this folder")
     args = parser.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}")  # fmt: skip
-    with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
-        bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-        if not bootstrap:
-            broker = ephemeral_broker(Path(tmp) / "kafka")
-            broker.start()
-            stack.callback(broker.stop)
-            bootstrap = broker.bootstrap_servers
-        kafka = KafkaSettings(bootstrap)
-        base = baseline(kafka, args.baseline_messages)
-        print(f"baseline: {base:,.0f} msgs/s plain confluent-kafka consume->produce")
+    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+               f"Python {platform.python_version()}")  # fmt: skip
+    print(f"machine: {machine}")
+    engines = engines_of(args.engine)
+    note_engines()
+    rows: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp, broker_for_run(Path(tmp)) as kafka:
         home = args.logs or Path(tmp)
         home.mkdir(parents=True, exist_ok=True)
-        rate = run_coordinator_phases(kafka, args.streams, args.live_streams, args.seconds, home)
-        print(f"coordinator / baseline: {rate / base:.1%}")
+        base = baseline(kafka, args.baseline_messages)
+        print(f"baseline: {base:,.0f} msgs/s plain confluent-kafka consume->produce", flush=True)
+        rows.append(("baseline, confluent-kafka consume -> produce", f"{base:,.0f} msgs/s"))
+        if not args.no_quix:
+            try:
+                quix = quix_peer(kafka, args.quix_events, home, args.quix_commit_interval)
+                print(
+                    f"quix: {quix:,.0f} events/s, Quix Streams {QUIX_VERSION} exactly-once, "
+                    f"{args.quix_events:,} events over {QUIX_KEYS:,} keys",
+                    flush=True,
+                )
+                rows.append(
+                    (
+                        f"Quix Streams {QUIX_VERSION}, exactly-once, minimum work",
+                        f"{quix:,.0f} events/s ({quix / base:.1%} of the baseline)",
+                    )
+                )
+            except Exception as exc:  # the peer failing must not lose the other figures
+                print(f"quix: failed: {exc}", flush=True)
+                rows.append((f"Quix Streams {QUIX_VERSION}, exactly-once", "failed (see above)"))
+        for engine in engines:
+            try:
+                f = run_coordinator_phases(kafka, engine, args.streams, args.live_streams,
+                                           args.seconds, home / engine)  # fmt: skip
+            except Exception as exc:
+                print(f"[{engine}] failed: {exc}", flush=True)
+                rows.append((f"{engine}: coordinator", "failed (see above)"))
+                continue
+            rows.append((f"{engine}: sustained, {args.streams:,} streams catching up",
+                         f"{f['throughput']:,.0f} results/s ({f['throughput'] / base:.1%} of "
+                         "the baseline)"))  # fmt: skip
+            rows.append((f"{engine}: {args.live_streams:,} live streams of 1 s "
+                         f"({f['live_rate']:,.0f} results/s)",
+                         f"ack-to-commit p50 {f['a2c_p50']:,.0f} ms, p99 {f['a2c_p99']:,.0f} ms; "
+                         f"dispatch delay p50 {f['dispatch_p50']:,.0f} ms, p99 "
+                         f"{f['dispatch_p99']:,.0f} ms"))  # fmt: skip
+    print(f"\n{machine}; {args.seconds:g} s per measured phase\n")
+    print(table(rows))
 
 
 if __name__ == "__main__":
