@@ -1,4 +1,8 @@
-"""Small validators shared by the config and the state codec; each raises InvalidInput."""
+"""The bounds of every value Tidemark stores or sends, and the small validators that enforce them.
+
+Shared by the config, the retry policies, the state codec and the wire decoders; each validator
+raises InvalidInput naming the field. README.md's config table and wire contract list the bounds.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,24 @@ from typing import Any
 from streams.errors import InvalidInput
 
 # Times and durations stay below 2**53, so that every JSON reader (JavaScript included) reads
-# them exactly; it also keeps absurd inputs from growing without bound.
+# them exactly; it also keeps absurd inputs from growing without bound. The state codec refuses
+# to read back anything beyond it.
 MAX_MS = 2**53 - 1
+# The same bound for every integer in an input (params included): a JSON reader that reads
+# numbers as doubles keeps it exact, and orjson (which refuses beyond 64 bits) can encode it.
+MAX_SAFE_INT = 2**53 - 1
+# The latest time the core is built for: a stream's start_ms, and the clock it runs on
+# (9999-12-31T23:59:59.999Z, the last instant an ISO-8601 date can name).
+MAX_TIME_MS = 253_402_300_799_999
+# The longest duration of a config (window_ms, step_ms, delay_ms, task_timeout_ms,
+# bypass_after_ms, retry intervals): 10 years of 365 days. Every time the core computes is at
+# most a time it was given plus max_in_flight windows and one more duration (a delay, a retry or
+# a timeout), so MAX_TIME_MS + (MAX_IN_FLIGHT + 1) * MAX_DURATION_MS must stay within MAX_MS
+# (tests/core/test_bounds.py checks it, and that every such state reads back).
+MAX_DURATION_MS = 10 * 365 * 86_400_000
+# A nack's error is cut at decode (streams.wire), so that state and bypass records stay bounded.
+MAX_ERROR_KIND_CHARS = 200
+MAX_ERROR_MESSAGE_CHARS = 2_000
 
 
 def check_int(

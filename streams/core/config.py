@@ -6,18 +6,34 @@ config can exist; a broken field raises `InvalidInput(field, reason)`.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from streams.core._checks import check_int, check_str
+from streams.core._checks import (
+    MAX_DURATION_MS,
+    MAX_ERROR_KIND_CHARS,
+    MAX_SAFE_INT,
+    MAX_TIME_MS,
+    check_int,
+    check_str,
+)
 from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy
 from streams.errors import InvalidInput
 
 MAX_STREAM_ID_CHARS = 200
 # Each window in flight is state and a task; a catch-up needs tens, not millions.
 MAX_IN_FLIGHT = 1000
+# non_retryable is kept in the state: a few dozen kinds, each no longer than a nack's kind can be
+# (a longer one could never match, since error.kind is cut to MAX_ERROR_KIND_CHARS).
+MAX_NON_RETRYABLE = 100
+# Params travel in every task and sit in the stream's state: their compact JSON (UTF-8) is kept
+# far below Kafka's default 1 MiB message size, and their nesting far below orjson's limit (254).
+MAX_PARAMS_BYTES = 65_536
+MAX_PARAMS_DEPTH = 64
 DEFAULT_RETRY = Fixed(60_000)
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -48,14 +64,16 @@ class StreamConfig:
             raise InvalidInput("stream_id", "must not be empty")
         if len(stream_id) > MAX_STREAM_ID_CHARS:
             raise InvalidInput("stream_id", f"must be at most {MAX_STREAM_ID_CHARS} characters")
-        check_int("start_ms", self.start_ms, 0)
-        step_ms = check_int("step_ms", self.step_ms, 1)
-        window_ms = check_int("window_ms", self.window_ms, 1)
+        # Bounded so that every time the core computes stays within what the codec reads back
+        # (see MAX_DURATION_MS).
+        check_int("start_ms", self.start_ms, 0, MAX_TIME_MS)
+        step_ms = check_int("step_ms", self.step_ms, 1, MAX_DURATION_MS)
+        window_ms = check_int("window_ms", self.window_ms, 1, MAX_DURATION_MS)
         if window_ms % step_ms:
             raise InvalidInput("window_ms", f"must be a multiple of step_ms ({step_ms})")
-        check_int("delay_ms", self.delay_ms, 0)
-        check_int("task_timeout_ms", self.task_timeout_ms, 1)
-        check_int("bypass_after_ms", self.bypass_after_ms, 1)
+        check_int("delay_ms", self.delay_ms, 0, MAX_DURATION_MS)
+        check_int("task_timeout_ms", self.task_timeout_ms, 1, MAX_DURATION_MS)
+        check_int("bypass_after_ms", self.bypass_after_ms, 1, MAX_DURATION_MS)
         if not isinstance(self.retry, Immediate | Fixed | Exponential):
             raise InvalidInput("retry", "must be Immediate, Fixed or Exponential")
         if self.max_attempts is not None:
@@ -69,8 +87,13 @@ def _kinds(value: Any) -> frozenset[str]:
     if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__iter__"):
         raise InvalidInput("non_retryable", "must be a collection of error kinds")
     kinds = frozenset(value)
+    if len(kinds) > MAX_NON_RETRYABLE:
+        raise InvalidInput("non_retryable", f"must hold at most {MAX_NON_RETRYABLE} kinds")
     for kind in kinds:
-        check_str("non_retryable", kind)
+        if len(check_str("non_retryable", kind)) > MAX_ERROR_KIND_CHARS:
+            raise InvalidInput(
+                "non_retryable", f"each kind must be at most {MAX_ERROR_KIND_CHARS} characters"
+            )
     return kinds
 
 
@@ -82,6 +105,47 @@ def _params(value: Any) -> Mapping[str, Any]:
     for key in value:
         check_str("params", key)
     return MappingProxyType(dict(value))
+
+
+def check_params(params: Mapping[str, Any]) -> None:
+    """Raise InvalidInput unless every task and state can carry `params` (checked at upsert).
+
+    Integers within ±MAX_SAFE_INT, finite floats, nesting at most MAX_PARAMS_DEPTH deep and a
+    compact JSON encoding of at most MAX_PARAMS_BYTES. Not part of StreamConfig's own checks,
+    which run at every state load: the wire decoder calls it once, when a config comes in.
+    """
+    _check_json("params", params, 1)
+    try:
+        size = len(json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode())
+    except UnicodeEncodeError:
+        raise InvalidInput("params", "must be valid UTF-8 (a lone surrogate is not)") from None
+    if size > MAX_PARAMS_BYTES:
+        raise InvalidInput(
+            "params", f"must encode to at most {MAX_PARAMS_BYTES} bytes of JSON, got {size}"
+        )
+
+
+def _check_json(path: str, value: Any, depth: int) -> None:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int):
+        if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+            raise InvalidInput(path, "must be an integer within ±(2**53 - 1)")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(path, "must be plain JSON: NaN and Infinity are not allowed")
+        return
+    if depth > MAX_PARAMS_DEPTH:
+        raise InvalidInput(path, f"must nest at most {MAX_PARAMS_DEPTH} levels deep")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_json(f"{path}.{check_str(path, key)}", item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_json(f"{path}.{index}", item, depth + 1)
+    else:
+        raise InvalidInput(path, f"must be plain JSON, got {type(value).__name__}")
 
 
 _PLAIN_FIELDS = (

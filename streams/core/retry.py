@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from streams.core._checks import check_float, check_int
+from streams.core._checks import MAX_DURATION_MS, check_float, check_int
 from streams.errors import InvalidInput
 
 
@@ -27,7 +27,7 @@ class Fixed:
     interval_ms: int = 60_000
 
     def __post_init__(self) -> None:
-        check_int("retry.interval_ms", self.interval_ms, 1)
+        check_int("retry.interval_ms", self.interval_ms, 1, MAX_DURATION_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +43,8 @@ class Exponential:
     jitter: float = 0.0
 
     def __post_init__(self) -> None:
-        check_int("retry.initial_ms", self.initial_ms, 1)
-        check_int("retry.max_ms", self.max_ms, 1)
+        check_int("retry.initial_ms", self.initial_ms, 1, MAX_DURATION_MS)
+        check_int("retry.max_ms", self.max_ms, 1, MAX_DURATION_MS)
         if self.max_ms < self.initial_ms:
             raise InvalidInput("retry.max_ms", f"must be >= initial_ms ({self.initial_ms})")
         # Normalise ints to floats so that equal policies compare and serialise equal.

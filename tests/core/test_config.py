@@ -11,6 +11,13 @@ from streams.core import (
     config_from_dict,
     config_to_dict,
 )
+from streams.core._checks import MAX_DURATION_MS, MAX_ERROR_KIND_CHARS, MAX_TIME_MS
+from streams.core.config import (
+    MAX_NON_RETRYABLE,
+    MAX_PARAMS_BYTES,
+    MAX_PARAMS_DEPTH,
+    check_params,
+)
 from streams.errors import InvalidInput
 
 
@@ -209,3 +216,100 @@ def test_config_from_dict_rejects_a_non_object() -> None:
     with pytest.raises(InvalidInput) as caught:
         config_from_dict([("stream_id", "s")])  # type: ignore[arg-type]
     assert caught.value.field == "config"
+
+
+# -- bounds: every time the core computes from a config stays within what the codec reads ---------
+
+DURATION_FIELDS = ("window_ms", "delay_ms", "task_timeout_ms", "bypass_after_ms")
+
+
+@pytest.mark.parametrize("name", DURATION_FIELDS)
+def test_a_duration_may_be_ten_years_but_not_more(name: str) -> None:
+    step = {"step_ms": 1_000} if name == "window_ms" else {}
+    at_bound = StreamConfig("s", 0, **step, **{name: MAX_DURATION_MS})  # type: ignore[arg-type]
+    assert getattr(at_bound, name) == MAX_DURATION_MS == 315_360_000_000
+    with pytest.raises(InvalidInput) as caught:
+        StreamConfig("s", 0, **step, **{name: MAX_DURATION_MS + 1_000})  # type: ignore[arg-type]
+    assert caught.value.field == name
+    assert f"<= {MAX_DURATION_MS}" in caught.value.reason
+
+
+def test_step_ms_is_bounded_like_every_duration() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        StreamConfig("s", 0, step_ms=2**53 - 1, window_ms=2**53 - 1)
+    assert caught.value.field == "step_ms"
+
+
+def test_start_ms_is_at_most_the_end_of_year_9999() -> None:
+    assert StreamConfig("s", MAX_TIME_MS, step_ms=1).start_ms == 253_402_300_799_999
+    with pytest.raises(InvalidInput) as caught:
+        StreamConfig("s", MAX_TIME_MS + 1)
+    assert caught.value.field == "start_ms"
+
+
+@pytest.mark.parametrize(
+    ("retry", "field"),
+    [
+        (lambda ms: Fixed(ms), "retry.interval_ms"),
+        (lambda ms: Exponential(initial_ms=ms, max_ms=ms), "retry.initial_ms"),
+        (lambda ms: Exponential(initial_ms=1, max_ms=ms), "retry.max_ms"),
+    ],
+)
+def test_a_retry_interval_may_be_ten_years_but_not_more(retry: Any, field: str) -> None:
+    assert retry(MAX_DURATION_MS) is not None
+    with pytest.raises(InvalidInput) as caught:
+        retry(2**53 - 1)
+    assert caught.value.field == field
+
+
+def test_non_retryable_is_bounded_in_count_and_length() -> None:
+    kinds = {f"kind-{i}" for i in range(MAX_NON_RETRYABLE)} | {"k" * MAX_ERROR_KIND_CHARS}
+    with pytest.raises(InvalidInput) as caught:
+        StreamConfig("s", 0, non_retryable=kinds)  # type: ignore[arg-type]
+    assert caught.value.field == "non_retryable"
+    assert "at most 100 kinds" in caught.value.reason
+    with pytest.raises(InvalidInput) as caught:
+        StreamConfig("s", 0, non_retryable=frozenset({"k" * (MAX_ERROR_KIND_CHARS + 1)}))
+    assert caught.value.field == "non_retryable"
+    assert "at most 200 characters" in caught.value.reason
+    kept = StreamConfig("s", 0, non_retryable=frozenset(list(kinds)[:MAX_NON_RETRYABLE]))
+    assert len(kept.non_retryable) == MAX_NON_RETRYABLE
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"x": 2**70}, "params.x"),
+        ({"x": 2**53}, "params.x"),
+        ({"a": [{"b": -(2**53)}]}, "params.a.0.b"),
+        ({"x": float("nan")}, "params.x"),
+        ({"x": [float("inf")]}, "params.x.0"),
+        ({"x": b"bytes"}, "params.x"),
+        ({"x": {1: "a"}}, "params.x"),
+        ({"x": "\ud800"}, "params"),
+        ({"x": "a" * MAX_PARAMS_BYTES}, "params"),
+    ],
+)
+def test_check_params_refuses_what_a_task_or_the_state_cannot_carry(
+    params: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        check_params(params)
+    assert caught.value.field == field
+
+
+def test_check_params_accepts_up_to_its_bounds() -> None:
+    check_params({"max": 2**53 - 1, "min": -(2**53 - 1), "f": 1e300, "t": True, "n": None})
+    deepest: Any = 1
+    for _ in range(MAX_PARAMS_DEPTH - 1):
+        deepest = [deepest]
+    check_params({"x": deepest})
+    with pytest.raises(InvalidInput) as caught:
+        check_params({"x": [deepest]})
+    assert caught.value.reason == f"must nest at most {MAX_PARAMS_DEPTH} levels deep"
+    assert caught.value.field.startswith("params.x.0.0")
+    filler = MAX_PARAMS_BYTES - len('{"x":""}')
+    check_params({"x": "a" * filler})
+    with pytest.raises(InvalidInput) as caught:
+        check_params({"x": "é" * (filler // 2 + 1)})  # two bytes each in UTF-8
+    assert caught.value.reason.startswith(f"must encode to at most {MAX_PARAMS_BYTES} bytes")
