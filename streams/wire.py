@@ -26,14 +26,33 @@ from streams.core import (
     Upsert,
     config_from_dict,
 )
-from streams.core._checks import MAX_MS
-from streams.core.config import MAX_IN_FLIGHT
+from streams.core._checks import (
+    MAX_DURATION_MS,
+    MAX_ERROR_KIND_CHARS,
+    MAX_ERROR_MESSAGE_CHARS,
+    MAX_MS,
+    MAX_SAFE_INT,
+    MAX_TIME_MS,
+)
+from streams.core.config import (
+    MAX_IN_FLIGHT,
+    MAX_NON_RETRYABLE,
+    MAX_PARAMS_BYTES,
+    MAX_PARAMS_DEPTH,
+    check_params,
+)
 from streams.errors import InvalidInput
 
 MAX_RAW_BYTES = 4096
 
 Ms = Annotated[int, Field(ge=0, le=MAX_MS, description="epoch milliseconds (UTC)")]
-Duration = Annotated[int, Field(gt=0, le=MAX_MS, description="milliseconds")]
+# A config's times and durations are bounded further, so that every time the core computes from
+# them stays within MAX_MS (streams/core/_checks.py says why).
+StartMs = Annotated[
+    int, Field(ge=0, le=MAX_TIME_MS, description="epoch milliseconds (UTC), at most year 9999")
+]
+Duration = Annotated[int, Field(gt=0, le=MAX_DURATION_MS, description="milliseconds, <= 10 years")]
+Count = Annotated[int, Field(ge=1, le=MAX_SAFE_INT)]
 StreamId = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -69,17 +88,26 @@ class UpsertControl(_Wire):
 
     type: Literal["upsert"]
     stream_id: StreamId
-    start_ms: Ms
+    start_ms: StartMs
     window_ms: Duration = 60000
     step_ms: Duration = 15000
-    delay_ms: Annotated[int, Field(ge=0, le=MAX_MS)] = 0
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_DURATION_MS)] = 0
     task_timeout_ms: Duration = 60000
     bypass_after_ms: Duration = 300000
     retry: RetryModel = FixedRetry(strategy="fixed", interval_ms=60000)
-    max_attempts: Annotated[int, Field(ge=1)] | None = None
-    non_retryable: list[str] = []
+    max_attempts: Count | None = None
+    non_retryable: Annotated[
+        list[Annotated[str, Field(max_length=MAX_ERROR_KIND_CHARS)]],
+        Field(max_length=MAX_NON_RETRYABLE),
+    ] = []
     max_in_flight: Annotated[int, Field(ge=1, le=MAX_IN_FLIGHT)] = 1
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = Field(
+        default={},
+        description=(
+            f"handed to the workers: integers within ±(2**53 - 1), nesting at most "
+            f"{MAX_PARAMS_DEPTH} deep, at most {MAX_PARAMS_BYTES} bytes as compact JSON"
+        ),
+    )
 
 
 class StreamControl(_Wire):
@@ -100,15 +128,16 @@ ControlModel = Annotated[UpsertControl | StreamControl | ReplayControl, Field(di
 
 
 class ErrorModel(_Wire):
-    kind: Annotated[str, Field(min_length=1)]
-    message: str = ""
+    # Cut at decode rather than refused: a worker's failure still counts.
+    kind: str = Field(min_length=1, description=f"cut to {MAX_ERROR_KIND_CHARS} characters")
+    message: str = Field(default="", description=f"cut to {MAX_ERROR_MESSAGE_CHARS} characters")
 
 
 class _ResultBase(_Wire):
     stream_id: StreamId
     start_ms: Ms
     end_ms: Ms
-    attempt: Annotated[int, Field(ge=1)]
+    attempt: Count
 
 
 class AckResult(_ResultBase):
@@ -230,9 +259,16 @@ def decode_result(raw: bytes | None) -> Result:
     if isinstance(msg, AckResult):
         return Result(msg.stream_id, msg.start_ms, msg.end_ms, msg.attempt, "ack", msg.ack_ms)
     if isinstance(msg, NackResult):
-        error = ErrorInfo(msg.error.kind, msg.error.message)
+        error = ErrorInfo(msg.error.kind[:MAX_ERROR_KIND_CHARS], _cut(msg.error.message))
         return Result(msg.stream_id, msg.start_ms, msg.end_ms, msg.attempt, "nack", error=error)
     return Result(msg.stream_id, msg.start_ms, msg.end_ms, msg.attempt, "heartbeat")
+
+
+def _cut(message: str) -> str:
+    """`message` cut to MAX_ERROR_MESSAGE_CHARS, ending with "…" when it was longer."""
+    if len(message) <= MAX_ERROR_MESSAGE_CHARS:
+        return message
+    return message[: MAX_ERROR_MESSAGE_CHARS - 1] + "…"
 
 
 def decode_control(raw: bytes | None) -> Control | Replay:
@@ -251,12 +287,9 @@ def decode_control(raw: bytes | None) -> Control | Replay:
         if msg.type == "pause":
             return Pause(msg.stream_id)
         return Resume(msg.stream_id) if msg.type == "resume" else Delete(msg.stream_id)
-    try:  # JSON readers downstream reject NaN and Infinity, which Python's parser lets through
-        json.dumps(msg.params, allow_nan=False)
-    except ValueError:
-        raise InvalidInput(
-            "params", "must be plain JSON: NaN and Infinity are not allowed"
-        ) from None
+    # What every task and state can carry: no NaN or Infinity (which the parser lets through), no
+    # integer beyond 2**53 (orjson refuses past 2**64), a bounded size and depth.
+    check_params(msg.params)
     # The core applies the semantic rules (window_ms a multiple of step_ms, ...).
     return Upsert(config_from_dict(msg.model_dump()))
 

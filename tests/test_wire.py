@@ -27,6 +27,18 @@ from streams.core import (
     create_state,
     flush,
 )
+from streams.core._checks import (
+    MAX_DURATION_MS,
+    MAX_ERROR_KIND_CHARS,
+    MAX_ERROR_MESSAGE_CHARS,
+    MAX_TIME_MS,
+)
+from streams.core.config import (
+    MAX_IN_FLIGHT,
+    MAX_NON_RETRYABLE,
+    MAX_PARAMS_BYTES,
+    MAX_PARAMS_DEPTH,
+)
 from streams.errors import InvalidInput
 from streams.wire import (
     MAX_RAW_BYTES,
@@ -372,6 +384,117 @@ def test_an_upsert_with_an_unbounded_max_in_flight_is_rejected() -> None:
         assert exc.field == "max_in_flight"
     else:
         raise AssertionError("max_in_flight=10**9 was accepted")
+
+
+# -- bounds: what state, the codec or an output could not hold is turned away at upsert ----------
+
+
+def rejection(value: bytes) -> InvalidInput:
+    with pytest.raises(InvalidInput) as caught:
+        decode_control(value)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"x": 2**70}, "params.x"),  # orjson cannot encode it: the task would be lost
+        ({"x": 2**53}, "params.x"),
+        ({"x": -(2**64)}, "params.x"),
+        ({"a": {"b": [1, {"c": 2**60}]}}, "params.a.b.1.c"),
+    ],
+)
+def test_an_upsert_with_an_integer_beyond_2_53_in_params_is_rejected(
+    params: dict[str, Any], field: str
+) -> None:
+    caught = rejection(raw(upsert_fields(params=params)))
+    assert (caught.field, caught.reason) == (field, "must be an integer within ±(2**53 - 1)")
+
+
+def test_an_upsert_with_params_at_their_bounds_is_accepted_and_its_task_encodes() -> None:
+    import orjson
+
+    filler = "a" * (MAX_PARAMS_BYTES - len('{"n":9007199254740991,"s":""}'))
+    params = {"n": 2**53 - 1, "s": filler}
+    control = decode_control(raw(upsert_fields(start_ms=0, params=params)))
+    assert isinstance(control, Upsert)
+    (task,) = create_state(control.config, T0).tasks
+    assert len(orjson.dumps(task.to_wire())) < MAX_PARAMS_BYTES + 1024  # far below 1 MiB
+    caught = rejection(raw(upsert_fields(params={**params, "s": filler + "a"})))
+    assert caught.field == "params"
+    assert caught.reason == f"must encode to at most {MAX_PARAMS_BYTES} bytes of JSON, got 65537"
+
+
+def test_an_upsert_with_params_nested_too_deep_is_rejected() -> None:
+    nested = "[" * MAX_PARAMS_DEPTH + "]" * MAX_PARAMS_DEPTH
+    value = b'{"type": "upsert", "stream_id": "s", "start_ms": 0, "params": {"x": %s}}'
+    caught = rejection(value % nested.encode())
+    assert caught.reason == f"must nest at most {MAX_PARAMS_DEPTH} levels deep"
+    assert caught.field.startswith("params.x.0")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"retry": {"strategy": "fixed", "interval_ms": 2**53 - 1}}, "retry.interval_ms"),
+        (
+            {
+                "retry": {
+                    "strategy": "exponential",
+                    "initial_ms": 1,
+                    "multiplier": 2,
+                    "max_ms": 2**53 - 1,
+                }
+            },
+            "retry.max_ms",
+        ),
+        ({"delay_ms": 2**53 - 1}, "delay_ms"),
+        ({"window_ms": 2**53 - 1, "step_ms": 1}, "window_ms"),
+        ({"step_ms": MAX_DURATION_MS + 1}, "step_ms"),
+        ({"task_timeout_ms": MAX_DURATION_MS + 1}, "task_timeout_ms"),
+        ({"bypass_after_ms": 2**53 - 1}, "bypass_after_ms"),
+        ({"start_ms": MAX_TIME_MS + 1}, "start_ms"),
+        ({"max_attempts": 2**53}, "max_attempts"),
+        ({"non_retryable": ["k" * (MAX_ERROR_KIND_CHARS + 1)]}, "non_retryable.0"),
+        ({"non_retryable": [f"k{i}" for i in range(MAX_NON_RETRYABLE + 1)]}, "non_retryable"),
+    ],
+)
+def test_an_upsert_past_a_bound_is_rejected_naming_the_field(
+    changes: dict[str, Any], field: str
+) -> None:
+    # A retry interval of 2**53 - 1 used to be accepted: after one failure the state held a
+    # due_ms the codec refused to read back, and the stream froze.
+    assert rejection(raw(upsert_fields(**changes))).field == field
+
+
+def test_an_upsert_at_every_duration_bound_is_accepted() -> None:
+    at_bounds = upsert_fields(
+        start_ms=MAX_TIME_MS - MAX_TIME_MS % 1_000,
+        window_ms=MAX_DURATION_MS,
+        step_ms=1_000,
+        delay_ms=MAX_DURATION_MS,
+        task_timeout_ms=MAX_DURATION_MS,
+        bypass_after_ms=MAX_DURATION_MS,
+        retry={"strategy": "fixed", "interval_ms": MAX_DURATION_MS},
+        max_in_flight=MAX_IN_FLIGHT,
+    )
+    control = decode_control(raw(at_bounds))
+    assert isinstance(control, Upsert) and control.config.delay_ms == MAX_DURATION_MS
+
+
+def test_a_huge_nack_error_is_cut_not_rejected() -> None:
+    error = {"kind": "k" * 1_000, "message": "m" * 1_000_000}
+    nack = decode_result(raw(result_fields(outcome="nack", error=error)))
+    assert nack.error is not None
+    assert nack.error.kind == "k" * MAX_ERROR_KIND_CHARS
+    assert len(nack.error.message) == MAX_ERROR_MESSAGE_CHARS
+    assert nack.error.message == "m" * (MAX_ERROR_MESSAGE_CHARS - 1) + "…"
+
+
+def test_a_nack_error_at_its_bounds_is_kept_whole() -> None:
+    error = {"kind": "k" * MAX_ERROR_KIND_CHARS, "message": "é" * MAX_ERROR_MESSAGE_CHARS}
+    nack = decode_result(raw(result_fields(outcome="nack", error=error)))
+    assert nack.error == ErrorInfo(error["kind"], error["message"])
 
 
 # -- the committed schemas -------------------------------------------------------------------------
