@@ -21,6 +21,7 @@ from confluent_kafka import (
     Consumer,
     IsolationLevel,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -29,12 +30,17 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
 
 from streams.errors import BrokerUnavailable
-from streams.kafka.errors import broker_errors
+from streams.kafka.errors import broker_errors, error_code
 from streams.kafka.settings import KafkaSettings
 
 DELIVERY_TIMEOUT_MS = 10_000
 _BATCH = 1000
 _NO_ANSWER = "Kafka did not answer"
+_NO_LEADER_YET = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +198,19 @@ def watermarks(
     ]
     if not partitions:
         return {}
+    while True:
+        try:
+            return _offsets(admin, partitions, deadline)
+        except KafkaException as exc:
+            # A topic just created may have no leader yet: ask again while time is left.
+            if error_code(exc) not in _NO_LEADER_YET or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _offsets(
+    admin: AdminClient, partitions: list[TopicPartition], deadline: float
+) -> dict[tuple[str, int], tuple[int, int]]:
     low, high = (
         admin.list_offsets(
             {tp: spec for tp in partitions},
