@@ -139,7 +139,7 @@ class ReadModel:
     ) -> None:
         self.settings = settings
         self.topics = Topics(prefix)
-        self._short = {f"{prefix}.{name}": name for name in topics}
+        self._short = {getattr(self.topics, name): name for name in topics}
         self._lock = threading.Lock()
         self._records: dict[str, _Record] = {}
         self._bypassed: dict[str, BypassView] = {}

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from streams.coordinator.topics import Topics
 from streams.errors import InvalidInput
 
 DEFAULT_TOPIC_PREFIX: Final = "tidemark"
@@ -84,11 +85,11 @@ class WorkerConfig:
 
     @property
     def tasks_topic(self) -> str:
-        return f"{self.topic_prefix}.tasks"
+        return Topics(self.topic_prefix).tasks
 
     @property
     def results_topic(self) -> str:
-        return f"{self.topic_prefix}.results"
+        return Topics(self.topic_prefix).results
 
     @property
     def group(self) -> str:
