@@ -126,6 +126,10 @@ def sid(kind: str = "s") -> str:
         (["streams", "create", "x", "--start", "now", "--retry", "sometimes"], "--retry"),
         (["streams", "create", "x", "--start", "now", "--param", "novalue"], "--param"),
         (["streams", "create", "x", "--start", "now", "--params-json", "[1]"], "--params-json"),
+        (
+            ["streams", "create", "x", "--start", "now", "--params-json", f'{{"n": {2**70}}}'],
+            "--param (params.n)",
+        ),
         (["streams", "create", "x", "--start", "now", "--step", "7s"], "--window (window_ms)"),
         (["streams", "create", "x", "--start", "now", "--timeout", "0s"], "--timeout"),
         (["streams", "update", "x", "--bypass-after", "soon"], "--bypass-after"),

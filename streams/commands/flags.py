@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streams.core.config import config_from_dict, config_to_dict
+from streams.core.config import check_params, config_from_dict, config_to_dict
 from streams.errors import InvalidInput
 from streams.humanize import parse_duration_ms, parse_time_ms
 
@@ -92,6 +92,7 @@ def validated(config: Mapping[str, Any]) -> dict[str, Any]:
     try:
         full = config_to_dict(config_from_dict(config))
         json.dumps(full, allow_nan=False)
+        check_params(full["params"])  # what the coordinator checks at upsert, checked here first
     except InvalidInput as exc:
         top = exc.field.split(".")[0]
         flag = FLAGS.get(top)
