@@ -8,6 +8,7 @@ from streams.kafka.admin import TopicSpec
 
 COMPACTED = {"cleanup.policy": "compact"}
 KEEP_FOREVER = {"retention.ms": "-1"}
+MAX_STATE_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -83,5 +84,9 @@ class Topics:
         specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.replays_changelog, partitions, replication, COMPACTED))
-        specs.append(TopicSpec(self.eos_changelog, partitions, replication, COMPACTED))
+        # A stream's state can outgrow Kafka's default 1 MiB at the bounds streams.core allows
+        # (1,000 windows in flight, each with a 2,000-character error, and 64 KiB of params:
+        # about 2.5 MB); a record that cannot be written would abort every transaction.
+        big = {**COMPACTED, "max.message.bytes": str(MAX_STATE_BYTES)}
+        specs.append(TopicSpec(self.eos_changelog, partitions, replication, big))
         return specs

@@ -115,6 +115,8 @@ class TransactionalClients:
                 **{
                     "transactional.id": transactional_id,
                     "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                    # The changelog admits records of up to 8 MiB (streams.coordinator.topics).
+                    "message.max.bytes": 8 * 1024 * 1024 + 65536,
                     "linger.ms": linger_ms,
                     "batch.num.messages": 10_000,
                     "queue.buffering.max.messages": 500_000,
