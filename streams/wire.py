@@ -1,9 +1,20 @@
-"""The wire contract: pydantic models of every topic's JSON value, and the boundary decoders.
+"""The wire contract: pydantic models of every topic's JSON value, and its one codec.
 
-Inputs (`control`, `results`) are validated here; anything invalid raises InvalidInput naming
-the field, and the coordinator sends it to `rejected`. Outputs (`tasks`, `commits`, `bypassed`,
-`rejected`) are modelled for their JSON Schemas and contract tests; the core renders them.
-`python -m streams.wire` writes `schemas/*.schema.json` from these models.
+Every reader and writer of a topic goes through the functions here, both directions:
+
+| topic    | key                              | write             | read                        |
+|----------|----------------------------------|-------------------|-----------------------------|
+| control  | `stream_key(stream_id)`          | `encode_control`  | `decode_control`            |
+| tasks    | `stream_key(stream_id)`          | `encode_task`     | `decode_task`               |
+| results  | `stream_key(stream_id)`          | `encode_result`   | `decode_result`             |
+| commits  | `stream_key(stream_id)`          | `encode_commit`   | `decode_commit`             |
+| bypassed | `bypassed_key(stream_id, start)` | `encode_bypassed` | `decode_bypassed(key, raw)` |
+| rejected | the input's raw key              | `rejected_value`  | `decode_rejected`           |
+
+A decoder raises InvalidInput naming the field; the coordinator sends an invalid input to
+`rejected`, the read model ignores it. The core's dataclasses are what the codec reads into and
+writes from (their `to_wire` renders the output dicts). `python -m streams.wire` writes
+`schemas/*.schema.json` from these models.
 """
 
 from __future__ import annotations
@@ -11,11 +22,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from streams.core import (
+    NACK_WITHOUT_ERROR,
+    BypassRecord,
+    Commit,
+    CommittedWindow,
     Control,
     Delete,
     ErrorInfo,
@@ -23,8 +40,11 @@ from streams.core import (
     Replay,
     Result,
     Resume,
+    Task,
     Upsert,
+    bypass_key,
     config_from_dict,
+    config_to_dict,
 )
 from streams.core._checks import (
     MAX_DURATION_MS,
@@ -158,7 +178,7 @@ ResultModel = Annotated[AckResult | NackResult | HeartbeatResult, Field(discrimi
 
 
 class TaskMessage(_Wire):
-    task_id: str
+    task_id: str = Field(min_length=1, description="{stream_id}/{start_ms}/{attempt}")
     stream_id: StreamId
     start_ms: Ms
     end_ms: Ms
@@ -174,7 +194,13 @@ class CommittedWindowModel(_Wire):
     start_ms: Ms
     end_ms: Ms
     reason: Literal["ack", "bypass", "replayed"]
-    attempts: Annotated[int, Field(ge=0)]
+    attempts: int = Field(
+        ge=0,
+        description=(
+            "dispatches of the window, the closing one and shutdowns included "
+            "(a bypassed record's attempts counts failures instead)"
+        ),
+    )
 
 
 class CommitMessage(_Wire):
@@ -189,7 +215,13 @@ class BypassedMessage(_Wire):
     stream_id: StreamId
     start_ms: Ms
     end_ms: Ms
-    attempts: Annotated[int, Field(ge=0)]
+    attempts: int = Field(
+        ge=0,
+        description=(
+            "failed attempts (nacks and timeouts, not shutdowns; a committed window's attempts "
+            "counts dispatches instead)"
+        ),
+    )
     first_failed_ms: Ms
     bypassed_ms: Ms
     last_error: ErrorModel | None
@@ -213,11 +245,14 @@ _TAGS = {
 }
 
 
-def _reason(exc: ValidationError) -> InvalidInput:
-    """The first validation error as InvalidInput(field, reason)."""
+def _reason(exc: ValidationError, tags: frozenset[str] | set[str] = frozenset()) -> InvalidInput:
+    """The first validation error as InvalidInput(field, reason).
+
+    `tags`: the union tags of the model ("ack", "upsert", ...), dropped from the location, which
+    keeps field names and indexes (a `tasks` field named "replay" is no tag).
+    """
     err = exc.errors(include_url=False)[0]
-    # Drop union tags ("ack", "upsert", ...) from the location; keep field names and indexes.
-    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in _VARIANTS)]
+    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in tags)]
     if err["type"] in ("union_tag_not_found", "union_tag_invalid"):
         tag = err.get("ctx", {}).get("discriminator", "").strip("'")
         missing = err["type"] == "union_tag_not_found"
@@ -253,7 +288,7 @@ def decode_result(raw: bytes | None) -> Result:
     try:
         msg = _RESULT.validate_json(raw)
     except ValidationError as exc:
-        raise _reason(exc) from None
+        raise _reason(exc, _VARIANTS) from None
     if msg.end_ms <= msg.start_ms:
         raise InvalidInput("end_ms", "must be after start_ms")
     if isinstance(msg, AckResult):
@@ -278,7 +313,7 @@ def decode_control(raw: bytes | None) -> Control | Replay:
     try:
         msg = _CONTROL.validate_json(raw)
     except ValidationError as exc:
-        raise _reason(exc) from None
+        raise _reason(exc, _VARIANTS) from None
     if isinstance(msg, ReplayControl):
         if msg.to_ms <= msg.from_ms:
             raise InvalidInput("to_ms", "must be after from_ms")
@@ -292,6 +327,169 @@ def decode_control(raw: bytes | None) -> Control | Replay:
     check_params(msg.params)
     # The core applies the semantic rules (window_ms a multiple of step_ms, ...).
     return Upsert(config_from_dict(msg.model_dump()))
+
+
+def encode_control(control: Control | Replay) -> bytes:
+    """The `control` value of `control`; `decode_control` inverts it."""
+    value: dict[str, Any]
+    if isinstance(control, Upsert):
+        value = {"type": "upsert", **config_to_dict(control.config)}
+    elif isinstance(control, Replay):
+        value = {
+            "type": "replay",
+            "stream_id": control.stream_id,
+            "from_ms": control.from_ms,
+            "to_ms": control.to_ms,
+        }
+    else:
+        value = {"type": _CONTROL_TYPES[type(control)], "stream_id": control.stream_id}
+    # allow_nan=False: a NaN in params is refused here rather than sent.
+    return json.dumps(value, allow_nan=False).encode()
+
+
+_CONTROL_TYPES = {Pause: "pause", Resume: "resume", Delete: "delete"}
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+def stream_key(stream_id: str) -> bytes:
+    """The key of `control`, `tasks`, `results` and `commits`: the stream id as UTF-8.
+
+    Produced with the murmur2 partitioner, it puts a stream's records in its state's partition.
+    """
+    return stream_id.encode()
+
+
+def bypassed_key(stream_id: str, start_ms: int) -> bytes:
+    """The (compacted) `bypassed` key of a window: `{stream_id}/{start_ms}` as UTF-8."""
+    return bypass_key(stream_id, start_ms).encode()
+
+
+# -- tasks, results --------------------------------------------------------------------------------
+
+
+def encode_task(task: Task) -> bytes:
+    """The `tasks` value of `task`; `decode_task` inverts it."""
+    return orjson.dumps(task.to_wire())
+
+
+def decode_task(raw: bytes | None) -> Task:
+    """A `tasks` value as the core's Task (params read-only), or InvalidInput naming the field."""
+    if raw is None:
+        raise InvalidInput("value", "is empty")
+    try:
+        msg = TaskMessage.model_validate_json(raw)
+    except ValidationError as exc:
+        raise _reason(exc) from None
+    if msg.end_ms <= msg.start_ms:
+        raise InvalidInput("end_ms", "must be after start_ms")
+    return Task(
+        msg.task_id,
+        msg.stream_id,
+        msg.start_ms,
+        msg.end_ms,
+        msg.step_ms,
+        msg.attempt,
+        msg.dispatched_ms,
+        msg.deadline_ms,
+        MappingProxyType(msg.params),
+        msg.replay,
+    )
+
+
+def encode_result(result: Result) -> bytes:
+    """The `results` value of `result`; `decode_result` inverts it (cutting a long error)."""
+    value: dict[str, Any] = {
+        "stream_id": result.stream_id,
+        "start_ms": result.start_ms,
+        "end_ms": result.end_ms,
+        "attempt": result.attempt,
+        "outcome": result.outcome,
+    }
+    if result.outcome == "ack":
+        if result.ack_ms is None:
+            raise InvalidInput("ack_ms", "is required for an ack")
+        value["ack_ms"] = result.ack_ms
+    elif result.outcome == "nack":
+        value["error"] = (result.error or NACK_WITHOUT_ERROR).to_wire()
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # A handler's kind or message may hold lone surrogates (e.g. an OS error's text); they
+    # cannot be UTF-8, so they become "?" rather than an exception in the worker's loop.
+    return text.encode("utf-8", "replace")
+
+
+# -- commits, bypassed, rejected -------------------------------------------------------------------
+
+
+def encode_commit(commit: Commit) -> bytes:
+    """The `commits` value of `commit`; `decode_commit` inverts it."""
+    return orjson.dumps(commit.to_wire())
+
+
+def decode_commit(raw: bytes | None) -> Commit:
+    """A `commits` value as the core's Commit, or InvalidInput naming the field."""
+    if raw is None:
+        raise InvalidInput("value", "is empty")
+    try:
+        msg = CommitMessage.model_validate_json(raw)
+    except ValidationError as exc:
+        raise _reason(exc) from None
+    windows = tuple(
+        CommittedWindow(w.start_ms, w.end_ms, w.reason, w.attempts) for w in msg.windows
+    )
+    return Commit(msg.stream_id, msg.downstream_ms, msg.previous_ms, msg.committed_ms, windows)
+
+
+def encode_bypassed(record: BypassRecord) -> bytes:
+    """The `bypassed` value of `record`, keyed by `bypassed_key`; `decode_bypassed` inverts it."""
+    return orjson.dumps(record.to_wire())
+
+
+def decode_bypassed(key: bytes | None, raw: bytes | None) -> tuple[str, BypassRecord | None]:
+    """A `bypassed` record as its key and the core's BypassRecord, None for a tombstone.
+
+    The key must be `{stream_id}/{start_ms}`, of the value's stream and window when there is
+    one; else InvalidInput naming the field.
+    """
+    if key is None:
+        raise InvalidInput("key", "is required")
+    try:
+        text = key.decode()
+    except UnicodeDecodeError:
+        raise InvalidInput("key", "is not UTF-8") from None
+    stream_id, _, start = text.rpartition("/")
+    if not stream_id or not start.isdigit():
+        raise InvalidInput("key", "must be {stream_id}/{start_ms}")
+    if raw is None:
+        return text, None
+    try:
+        msg = BypassedMessage.model_validate_json(raw)
+    except ValidationError as exc:
+        raise _reason(exc) from None
+    error = msg.last_error
+    record = BypassRecord(
+        msg.stream_id,
+        msg.start_ms,
+        msg.end_ms,
+        msg.attempts,
+        msg.first_failed_ms,
+        msg.bypassed_ms,
+        None if error is None else ErrorInfo(error.kind, error.message),
+    )
+    if text != record.key:
+        raise InvalidInput("key", f"must be {record.key!r}, the value's stream_id/start_ms")
+    return text, record
+
+
+def decode_rejected(raw: bytes | None) -> RejectedMessage:
+    """A `rejected` value, or InvalidInput naming the field."""
+    if raw is None:
+        raise InvalidInput("value", "is empty")
+    try:
+        return RejectedMessage.model_validate_json(raw)
+    except ValidationError as exc:
+        raise _reason(exc) from None
 
 
 def rejected_value(

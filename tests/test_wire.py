@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from streams.core import (
+    NACK_WITHOUT_ERROR,
     BypassRecord,
     Commit,
     CommittedWindow,
@@ -18,6 +19,7 @@ from streams.core import (
     Fixed,
     Immediate,
     Pause,
+    Replay,
     Result,
     Resume,
     StreamConfig,
@@ -47,15 +49,27 @@ from streams.wire import (
     CommitMessage,
     RejectedMessage,
     TaskMessage,
+    bypassed_key,
+    decode_bypassed,
+    decode_commit,
     decode_control,
+    decode_rejected,
     decode_result,
+    decode_task,
+    encode_bypassed,
+    encode_commit,
+    encode_control,
+    encode_result,
+    encode_task,
     json_schema,
     rejected_value,
+    stream_key,
 )
 
 SCHEMA_DIR = Path(__file__).parents[1] / "schemas"
 T0 = 1_795_946_400_000  # 2026-11-29T10:00:00Z
 T1 = T0 + 60_000
+T_END = 1_800_000_060_000
 
 
 def raw(fields: dict[str, Any]) -> bytes:
@@ -585,3 +599,159 @@ def test_the_output_models_refuse_what_the_core_never_emits() -> None:
         "reason": "ack",
         "attempts": 1,
     }
+
+
+# -- the codec, both directions: what one side writes, the other reads ---------------------------
+
+TASK_FIELDS: dict[str, Any] = {
+    "task_id": "s1/1800000000000/1",
+    "stream_id": "s1",
+    "start_ms": 1_800_000_000_000,
+    "end_ms": 1_800_000_060_000,
+    "step_ms": 15_000,
+    "attempt": 1,
+    "dispatched_ms": 1_800_000_060_500,
+    "deadline_ms": 1_800_000_120_500,
+    "params": {"cluster_id": "c1"},
+}
+
+
+def test_a_task_round_trips_and_its_params_are_read_only() -> None:
+    task, _, _ = core_outputs()
+    assert decode_task(encode_task(task)) == task
+
+    decoded = decode_task(raw({**TASK_FIELDS, "unknown_extra": True}))
+    assert (decoded.end_ms, decoded.params, decoded.replay) == (T_END, {"cluster_id": "c1"}, False)
+    assert json.loads(encode_task(decoded)) == TASK_FIELDS  # "replay" only when true
+    assert decode_task(raw({**TASK_FIELDS, "replay": True})).replay is True
+    with pytest.raises(TypeError):
+        decoded.params["cluster_id"] = "c2"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"task_id": ""}, "task_id"),
+        ({"stream_id": 7}, "stream_id"),
+        ({"start_ms": "0"}, "start_ms"),
+        ({"attempt": True}, "attempt"),
+        ({"end_ms": 1_800_000_000_000}, "end_ms"),
+        ({"step_ms": 0}, "step_ms"),
+        ({"attempt": 0}, "attempt"),
+        ({"params": []}, "params"),
+        ({"replay": "yes"}, "replay"),
+        ({"task_id": None}, "task_id"),
+        ({"deadline_ms": None}, "deadline_ms"),
+        ({"params": None}, "params"),
+    ],
+)
+def test_decode_task_names_the_invalid_or_missing_field(change: dict[str, Any], field: str) -> None:
+    fields = {k: v for k, v in {**TASK_FIELDS, **change}.items() if v is not None}
+    with pytest.raises(InvalidInput) as caught:
+        decode_task(raw(fields))
+    assert caught.value.field == field
+    if field not in fields:
+        assert caught.value.reason == "Field required"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        b"\xff",
+        b"[]",
+        b"[" * 100_000,  # too deep: refused as JSON, not a RecursionError out of the loop
+        b'{"params": ' + b"[" * 100_000 + b"]}",
+        json.dumps({**TASK_FIELDS, "stream_id": "s\ud800"}).encode(),  # no UTF-8 result key
+    ],
+)
+def test_a_task_value_that_is_no_json_object_is_invalid(value: bytes | None) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        decode_task(value)
+    assert caught.value.field == "value"
+
+
+def test_each_result_round_trips() -> None:
+    error = ErrorInfo("no_data", "empty")
+    for result in (
+        Result("s-é", T0, T1, 2, "ack", ack_ms=T1 - 1),
+        Result("s-é", T0, T1, 2, "nack", error=error),
+        Result("s-é", T0, T1, 2, "heartbeat"),
+    ):
+        assert decode_result(encode_result(result)) == result
+    nack = decode_result(encode_result(Result("s", T0, T1, 1, "nack")))
+    assert nack.error == NACK_WITHOUT_ERROR
+    with pytest.raises(InvalidInput, match="ack_ms"):
+        encode_result(Result("s", T0, T1, 1, "ack"))
+
+
+def test_a_result_with_lone_surrogates_in_its_error_still_encodes() -> None:
+    value = encode_result(Result("s", T0, T1, 1, "nack", error=ErrorInfo("k\ud800", "t\udcff")))
+    assert decode_result(value).error == ErrorInfo("k?", "t?")
+
+
+def test_each_control_round_trips() -> None:
+    config = StreamConfig("cluster-a", T0, retry=Exponential(1000, 2.0, 60_000, 0.1))
+    for control in (
+        Upsert(config),
+        Pause("cluster-a"),
+        Resume("cluster-a"),
+        Delete("cluster-a"),
+        Replay("cluster-a", T0, T1),
+    ):
+        assert decode_control(encode_control(control)) == control
+    with pytest.raises(ValueError):
+        encode_control(Upsert(StreamConfig("s", T0, params={"x": float("nan")})))
+
+
+def test_commits_round_trip_and_name_the_invalid_field() -> None:
+    _, commit, _ = core_outputs()
+    assert decode_commit(encode_commit(commit)) == commit
+    wire = commit.to_wire()
+    wire["windows"][1]["reason"] = "timeout"
+    with pytest.raises(InvalidInput) as caught:
+        decode_commit(raw(wire))
+    assert caught.value.field == "windows.1.reason"
+
+
+def test_bypassed_records_round_trip_under_their_key_and_tombstones_keep_it() -> None:
+    _, _, bypass = core_outputs()
+    key = bypassed_key(bypass.stream_id, bypass.start_ms)
+    assert key == f"cluster-a/{bypass.start_ms}".encode() == bypass.key.encode()
+    assert decode_bypassed(key, encode_bypassed(bypass)) == (bypass.key, bypass)
+    assert decode_bypassed(b"a/b/7", None) == ("a/b/7", None)  # a stream id may hold "/"
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        (None, "is required"),
+        (b"\xff/1", "is not UTF-8"),
+        (b"cluster-a", "must be {stream_id}/{start_ms}"),
+        (b"cluster-a/x", "must be {stream_id}/{start_ms}"),
+        (b"other/1", "the value's stream_id/start_ms"),
+    ],
+)
+def test_a_bypassed_key_that_is_not_its_window_is_named(key: bytes | None, reason: str) -> None:
+    _, _, bypass = core_outputs()
+    with pytest.raises(InvalidInput) as caught:
+        decode_bypassed(key, encode_bypassed(bypass))
+    assert caught.value.field == "key" and reason in caught.value.reason
+
+
+def test_rejected_records_decode() -> None:
+    value = rejected_value("tidemark.results", 3, 41, "x: bad", b"k", b"v")
+    assert decode_rejected(value).model_dump() == {
+        "source_topic": "tidemark.results",
+        "partition": 3,
+        "offset": 41,
+        "reason": "x: bad",
+        "key": "k",
+        "value": "v",
+    }
+    with pytest.raises(InvalidInput, match="offset"):
+        decode_rejected(b'{"source_topic": "t", "partition": 0, "reason": "r", "key": null}')
+
+
+def test_stream_keys_are_the_stream_id_as_utf8() -> None:
+    assert stream_key("s-é") == "s-é".encode()

@@ -14,6 +14,7 @@ from streams.core.lifecycle import (
     next_due_ms,
 )
 from streams.core.model import (
+    NACK_WITHOUT_ERROR,
     BypassRecord,
     Commit,
     CommittedWindow,
@@ -28,11 +29,14 @@ from streams.core.model import (
     Task,
     Upsert,
     Window,
+    bypass_key,
+    task_id,
 )
 from streams.core.replay import Replay, ReplayDecision, ReplayState
 from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy, retry_delay_ms
 
 __all__ = [
+    "NACK_WITHOUT_ERROR",
     "BypassRecord",
     "Commit",
     "CommittedWindow",
@@ -58,6 +62,7 @@ __all__ = [
     "advance",
     "apply_control",
     "apply_result",
+    "bypass_key",
     "config_from_dict",
     "config_to_dict",
     "create_state",
@@ -66,4 +71,5 @@ __all__ = [
     "retry_delay_ms",
     "state_from_dict",
     "state_to_dict",
+    "task_id",
 ]

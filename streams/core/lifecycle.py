@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from streams.core.config import StreamConfig
 from streams.core.model import (
+    NACK_WITHOUT_ERROR,
     BypassRecord,
     Commit,
     CommittedWindow,
@@ -46,6 +47,7 @@ from streams.core.model import (
     Task,
     Upsert,
     Window,
+    task_id,
 )
 from streams.core.retry import retry_delay_ms
 
@@ -54,7 +56,6 @@ SHUTDOWN_KIND = "shutdown"
 
 UNKNOWN_STREAM = "unknown stream"
 NEVER_DISPATCHED = "window was never dispatched"
-_NACK_WITHOUT_ERROR = ErrorInfo("unknown", "nack without an error")
 
 
 def create_state(config: StreamConfig, now_ms: int) -> Decision:
@@ -135,7 +136,7 @@ def apply_result(state: StreamState | None, result: Result, now_ms: int) -> Deci
     if outcome == "heartbeat":
         window.deadline_ms = now_ms + state.config.task_timeout_ms
         return _decide(state, now_ms)
-    bypass = _fail(state, window, index, result.error or _NACK_WITHOUT_ERROR, now_ms)
+    bypass = _fail(state, window, index, result.error or NACK_WITHOUT_ERROR, now_ms)
     if bypass is None:
         return _decide(state, now_ms, requeues=1)
     return _decide(state, now_ms, bypasses=(bypass,))
@@ -339,10 +340,9 @@ def _decide(
             window.dispatched_ms = now_ms
             window.deadline_ms = deadline_ms
             start_ms = window.start_ms
-            task_id = f"{config.stream_id}/{start_ms}/{attempt}"
             tasks.append(
                 Task(
-                    task_id,
+                    task_id(config.stream_id, start_ms, attempt),
                     config.stream_id,
                     start_ms,
                     window.end_ms,

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from streams.core.config import StreamConfig
-from streams.errors import InvalidInput
 
-Outcome: TypeAlias = Literal["ack", "nack", "heartbeat"]
+# What a `results` value reports (not the handler API's `streams.handler.Outcome`, Ack | Nack).
+ResultOutcome: TypeAlias = Literal["ack", "nack", "heartbeat"]
 CloseReason: TypeAlias = Literal["ack", "bypass", "replayed"]
 Ignored: TypeAlias = Literal["stale", "duplicate"]
 
@@ -31,26 +30,44 @@ class ErrorInfo:
         return {"kind": self.kind, "message": self.message}
 
 
+# The error of a nack that carries none.
+NACK_WITHOUT_ERROR: Final = ErrorInfo("unknown", "nack without an error")
+
+
+def task_id(stream_id: str, start_ms: int, attempt: int) -> str:
+    """The id of one dispatch of a window: "{stream_id}/{start_ms}/{attempt}"."""
+    return f"{stream_id}/{start_ms}/{attempt}"
+
+
+def bypass_key(stream_id: str, start_ms: int) -> str:
+    """The `bypassed` key of the window starting at `start_ms`: "{stream_id}/{start_ms}"."""
+    return f"{stream_id}/{start_ms}"
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     """A worker's report on one attempt of the window (start_ms, end_ms].
 
-    `ack_ms` is required for an ack; `error` describes a nack (a nack without one counts as kind
-    "unknown").
+    `ack_ms` is required for an ack; `error` describes a nack (a nack without one counts as
+    `NACK_WITHOUT_ERROR`).
     """
 
     stream_id: str
     start_ms: int
     end_ms: int
     attempt: int
-    outcome: Outcome
+    outcome: ResultOutcome
     ack_ms: int | None = None
     error: ErrorInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CommittedWindow:
-    """An interval (start_ms, end_ms] closed by one ack or one bypass, after `attempts` tries."""
+    """An interval (start_ms, end_ms] closed by one ack or one bypass (or a replay).
+
+    `attempts` counts the window's dispatches, the closing one and shutdowns included (unlike
+    `BypassRecord.attempts`, which counts failures).
+    """
 
     start_ms: int
     end_ms: int
@@ -113,7 +130,10 @@ class StreamState:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """One dispatch of a window to the workers; `task_id` is "{stream_id}/{start_ms}/{attempt}"."""
+    """One dispatch of a window to the workers, its id from `task_id(...)`.
+
+    `streams.wire.decode_task` decodes it from a `tasks` value.
+    """
 
     task_id: str
     stream_id: str
@@ -125,36 +145,6 @@ class Task:
     deadline_ms: int
     params: Mapping[str, Any]
     replay: bool = False  # a bypassed window dispatched again (streams.core.replay)
-
-    @classmethod
-    def from_wire(cls, value: Mapping[str, Any]) -> Task:
-        """Decode a ``tasks`` JSON value; raises ``InvalidInput`` naming the first bad field.
-
-        Extra fields are ignored, as the wire contract allows.
-        """
-        if not isinstance(value, Mapping):
-            raise InvalidInput("task", f"expected a JSON object, got {type(value).__name__}")
-        ids = {name: _non_empty_str(value, name) for name in ("task_id", "stream_id")}
-        ints = {name: _int(value, name) for name in _TASK_INT_FIELDS}
-        if ints["start_ms"] >= ints["end_ms"]:
-            raise InvalidInput("end_ms", "must be greater than start_ms")
-        if ints["step_ms"] <= 0:
-            raise InvalidInput("step_ms", "must be positive")
-        if ints["attempt"] < 0:
-            raise InvalidInput("attempt", "must not be negative")
-        params = _required(value, "params")
-        if not isinstance(params, Mapping):
-            raise InvalidInput("params", "must be a JSON object")
-        replay = value.get("replay", False)
-        if not isinstance(replay, bool):
-            raise InvalidInput("replay", "must be a boolean")
-        return cls(
-            task_id=ids["task_id"],
-            stream_id=ids["stream_id"],
-            params=MappingProxyType(dict(params)),
-            replay=replay,
-            **ints,
-        )
 
     def to_wire(self) -> dict[str, Any]:
         wire = {
@@ -195,7 +185,11 @@ class Commit:
 
 @dataclass(frozen=True, slots=True)
 class BypassRecord:
-    """A window given up after `attempts` failures, kept so that it can be replayed later."""
+    """A window given up after `attempts` failures, kept so that it can be replayed later.
+
+    `attempts` counts failures (nacks and timeouts, not shutdowns), unlike
+    `CommittedWindow.attempts`, which counts dispatches.
+    """
 
     stream_id: str
     start_ms: int
@@ -207,7 +201,7 @@ class BypassRecord:
 
     @property
     def key(self) -> str:
-        return f"{self.stream_id}/{self.start_ms}"
+        return bypass_key(self.stream_id, self.start_ms)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -269,27 +263,3 @@ class Decision:
     ignored: Ignored | None = None
     timeouts: int = 0
     requeues: int = 0
-
-
-_TASK_INT_FIELDS = ("start_ms", "end_ms", "step_ms", "attempt", "dispatched_ms", "deadline_ms")
-
-
-def _required(value: Mapping[str, Any], name: str) -> Any:
-    if name not in value:
-        raise InvalidInput(name, "is required")
-    return value[name]
-
-
-def _non_empty_str(value: Mapping[str, Any], name: str) -> str:
-    raw = _required(value, name)
-    if not isinstance(raw, str) or not raw:
-        raise InvalidInput(name, "must be a non-empty string")
-    return raw
-
-
-def _int(value: Mapping[str, Any], name: str) -> int:
-    raw = _required(value, name)
-    # bool is an int subclass in Python, but `true` is never a valid time or count.
-    if not isinstance(raw, int) or isinstance(raw, bool):
-        raise InvalidInput(name, f"must be an integer, got {type(raw).__name__}")
-    return raw

@@ -26,7 +26,15 @@ from typing import Any
 
 from streams.core._checks import check_int
 from streams.core.config import StreamConfig
-from streams.core.model import BypassRecord, CommittedWindow, ErrorInfo, Result, Task
+from streams.core.model import (
+    NACK_WITHOUT_ERROR,
+    BypassRecord,
+    CommittedWindow,
+    ErrorInfo,
+    Result,
+    Task,
+    task_id,
+)
 from streams.errors import InvalidInput
 
 # A stream that keeps failing lists one window per bypass; the oldest are dropped beyond this
@@ -158,7 +166,7 @@ def on_result(
     if result.outcome == "heartbeat":
         window.deadline_ms = now_ms + config.task_timeout_ms
         return ReplayDecision()
-    error = result.error or ErrorInfo("unknown", "nack without an error")
+    error = result.error or NACK_WITHOUT_ERROR
     record = _fail(state, window, error)
     return ReplayDecision(tasks=_dispatch(state, config, concurrency, now_ms), relisted=(record,))
 
@@ -205,7 +213,7 @@ def _dispatch(
         free -= 1
         tasks.append(
             Task(
-                f"{state.stream_id}/{window.start_ms}/{window.attempt}",
+                task_id(state.stream_id, window.start_ms, window.attempt),
                 state.stream_id,
                 window.start_ms,
                 window.end_ms,

@@ -1,38 +1,21 @@
-"""The worker's side of the wire: decode a ``tasks`` value, encode a ``results`` value.
+"""The worker's answers: a handler's outcome checked and made a ``results`` value.
 
-Pure functions, so the runtime's adapter code only moves bytes. A result echoes the task's
-``stream_id``, ``start_ms``, ``end_ms`` and ``attempt``, which is how the coordinator finds the
-attempt it answers; its key is the ``stream_id`` (UTF-8), so that one stream's results stay in
-order on one partition.
+Pure functions, so the runtime's adapter code only moves bytes; the bytes come from
+``streams.wire`` (``decode_task`` for tasks, ``encode_result`` and ``stream_key`` for results).
+A result echoes the task's ``stream_id``, ``start_ms``, ``end_ms`` and ``attempt``, which is how
+the coordinator finds the attempt it answers.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any, Final
+from typing import Final
 
-from streams.errors import InvalidInput
+from streams.core import ErrorInfo, Result
+from streams.core.model import ResultOutcome
 from streams.handler import HANDLER_ERROR, Ack, Nack, Outcome, Task
+from streams.wire import encode_result
 
 MAX_MESSAGE_CHARS: Final = 1000
-
-
-def decode_task(value: bytes | None) -> Task:
-    """A ``Task`` from a ``tasks`` message value; raises ``InvalidInput`` if it cannot be one."""
-    if value is None:
-        raise InvalidInput("task", "the message has no value")
-    try:
-        decoded = json.loads(value)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
-        raise InvalidInput("task", f"not UTF-8 JSON: {exc}") from exc
-    except RecursionError as exc:  # nested too deeply: must not escape the loop's guard
-        raise InvalidInput("task", "JSON nested too deeply") from exc
-    task = Task.from_wire(decoded)
-    try:  # JSON escapes can spell lone surrogates, which no result key or value can carry
-        result_key(task)
-    except UnicodeEncodeError as exc:
-        raise InvalidInput("stream_id", f"cannot be encoded as UTF-8: {exc}") from exc
-    return task
 
 
 def checked_outcome(task: Task, outcome: object) -> Outcome:
@@ -67,18 +50,14 @@ def error_outcome(exc: BaseException) -> Nack:
 def result_value(task: Task, outcome: Outcome) -> bytes:
     """The ``results`` value of an ack or a nack for ``task``."""
     if isinstance(outcome, Ack):
-        return _encode(task, outcome="ack", ack_ms=outcome.ack_ms)
-    return _encode(task, outcome="nack", error={"kind": outcome.kind, "message": outcome.message})
+        return encode_result(_result(task, "ack", ack_ms=outcome.ack_ms))
+    error = ErrorInfo(outcome.kind, outcome.message)
+    return encode_result(_result(task, "nack", error=error))
 
 
 def heartbeat_value(task: Task) -> bytes:
     """The ``results`` value saying that ``task`` is still being worked on."""
-    return _encode(task, outcome="heartbeat")
-
-
-def result_key(task: Task) -> bytes:
-    """The ``results`` key: the stream id, as the coordinator partitions by it."""
-    return task.stream_id.encode("utf-8")
+    return encode_result(_result(task, "heartbeat"))
 
 
 def bounded(text: str) -> str:
@@ -86,16 +65,7 @@ def bounded(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "…"
 
 
-def _encode(task: Task, **fields: Any) -> bytes:
-    value = {
-        "stream_id": task.stream_id,
-        "start_ms": task.start_ms,
-        "end_ms": task.end_ms,
-        "attempt": task.attempt,
-        **fields,
-    }
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    # A handler's kind or message may hold lone surrogates (e.g. an OS error's text); they
-    # cannot be UTF-8, so they become "?" rather than an exception in the loop thread.
-    # (decode_task has refused a stream id with them.)
-    return text.encode("utf-8", "replace")
+def _result(
+    task: Task, outcome: ResultOutcome, ack_ms: int | None = None, error: ErrorInfo | None = None
+) -> Result:
+    return Result(task.stream_id, task.start_ms, task.end_ms, task.attempt, outcome, ack_ms, error)

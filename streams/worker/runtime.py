@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry
 from streams import clock
 from streams.errors import InvalidInput
 from streams.handler import SHUTDOWN, Handler, Nack, Outcome, Task
+from streams.wire import decode_task, stream_key
 from streams.worker.commits import Committer
 from streams.worker.config import WorkerConfig
 from streams.worker.jobs import Job, JobBoard
@@ -48,14 +49,7 @@ from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import OffsetToken, OffsetTracker, Partition
 from streams.worker.pool import HandlerPool
 from streams.worker.ports import Delivered, Fetched, HandlerExecutor, ResultSink, TaskSource
-from streams.worker.results import (
-    checked_outcome,
-    decode_task,
-    error_outcome,
-    heartbeat_value,
-    result_key,
-    result_value,
-)
+from streams.worker.results import checked_outcome, error_outcome, heartbeat_value, result_value
 
 log = logging.getLogger("streams.worker")
 
@@ -265,7 +259,7 @@ class WorkerRuntime:
             log.error("result of task %s not delivered (%s); sending again", task_id, error)
             self._redeliver.append(job)
 
-        self._sink.send(result_key(job.task), job.result, delivered)
+        self._sink.send(stream_key(job.task.stream_id), job.result, delivered)
 
     def _produce_again(self) -> None:
         retry, self._redeliver = self._redeliver, []
@@ -276,7 +270,7 @@ class WorkerRuntime:
     def _send_heartbeats(self) -> None:
         for job in self._board.heartbeats_due(self._now_ms()):
             report = _heartbeat_report(job.task.task_id)
-            self._sink.send(result_key(job.task), heartbeat_value(job.task), report)
+            self._sink.send(stream_key(job.task.stream_id), heartbeat_value(job.task), report)
 
     # -- the source's listener (called from inside its poll) ------------------------------
 
