@@ -7,6 +7,9 @@ One launcher, three uses: `make kafka` / `make kafka-stop` (a development broker
     python -m streams.devbroker start    # start the dev broker in the background, wait until ready
     python -m streams.devbroker stop     # stop it; no process is left behind
     python -m streams.devbroker status
+
+`LocalBroker(..., sasl_ssl=SaslSsl(...))` starts it with one SASL_SSL listener (SCRAM-SHA-512,
+TLS from `make_certificates`, made with the JDK's keytool) instead of the PLAINTEXT one.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -21,7 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streams.errors import BrokerUnavailable
@@ -77,6 +82,118 @@ log.cleaner.dedupe.buffer.size=16777216
 log.segment.bytes=67108864
 log.retention.check.interval.ms=60000
 """
+
+
+# What SASL_SSL mode puts in place of the PLAINTEXT listener lines of _PROPERTIES.
+_SASL_SSL_PROPERTIES = """\
+listeners=SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=SASL_SSL://127.0.0.1:{port}
+inter.broker.listener.name=SASL_SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms={mechanism}
+sasl.mechanism.inter.broker.protocol={mechanism}
+listener.name.sasl_ssl.{mechanism_lower}.sasl.jaas.config={jaas}
+ssl.keystore.type=PKCS12
+ssl.keystore.location={keystore}
+ssl.keystore.password={keystore_password}
+ssl.key.password={keystore_password}
+ssl.truststore.type=PEM
+ssl.truststore.location={ca_pem}
+ssl.endpoint.identification.algorithm=https
+"""
+
+# Values written unquoted into server.properties, a JAAS line and the storage tool's
+# --add-scram argument: no character any of those three would read as syntax.
+_PLAIN_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,200}")
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """A throwaway CA and a broker certificate it signed, for 127.0.0.1 and localhost."""
+
+    ca_pem: Path  # the CA certificate: clients' ssl.ca.location, and the broker's truststore
+    keystore: Path  # the broker's PKCS12 keystore: its key, its certificate and the CA's
+    keystore_password: str = field(repr=False)
+
+
+def make_certificates(folder: Path, validity_days: int = 2) -> Certificates:
+    """Generate a CA and a broker keystore into `folder` with the JDK's keytool."""
+    keytool = str(Path(_java()).with_name("keytool"))
+    folder.mkdir(parents=True, exist_ok=True)
+    password = secrets.token_urlsafe(18)
+    ca_store, ca_pem = folder / "ca.p12", folder / "ca.pem"
+    keystore, csr, cert = folder / "broker.p12", folder / "broker.csr", folder / "broker.pem"
+    for stale in (ca_store, ca_pem, keystore, csr, cert):
+        stale.unlink(missing_ok=True)
+    common = ["-storetype", "PKCS12", "-storepass", password, "-keypass", password]
+    key = ["-keyalg", "EC", "-groupname", "secp256r1", "-validity", str(validity_days)]
+    steps = [
+        ["-genkeypair", "-alias", "ca", "-dname", "CN=Tidemark test CA", "-ext", "bc:c",
+         *key, "-keystore", str(ca_store), *common],
+        ["-exportcert", "-rfc", "-alias", "ca", "-file", str(ca_pem), "-keystore",
+         str(ca_store), *common],
+        ["-genkeypair", "-alias", "broker", "-dname", "CN=localhost", *key,
+         "-keystore", str(keystore), *common],
+        ["-certreq", "-alias", "broker", "-file", str(csr), "-keystore", str(keystore), *common],
+        ["-gencert", "-rfc", "-alias", "ca", "-infile", str(csr), "-outfile", str(cert),
+         "-ext", "san=dns:localhost,ip:127.0.0.1", "-ext", "eku=serverAuth,clientAuth",
+         "-validity", str(validity_days), "-keystore", str(ca_store), *common],
+        ["-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_pem),
+         "-keystore", str(keystore), *common],
+        ["-importcert", "-alias", "broker", "-file", str(cert), "-keystore", str(keystore),
+         *common],
+    ]  # fmt: skip
+    for step in steps:
+        done = subprocess.run([keytool, *step], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise BrokerUnavailable(f"keytool {step[0]} failed:\n{done.stdout}{done.stderr}")
+    csr.unlink()
+    return Certificates(ca_pem, keystore, password)
+
+
+@dataclass(frozen=True)
+class SaslSsl:
+    """The broker's one client listener as SASL_SSL with SCRAM: its TLS and its one user.
+
+    The user's SCRAM credentials are written into the metadata when the storage is formatted,
+    so they exist before the broker starts (KRaft has no ZooKeeper to add them to).
+    """
+
+    certificates: Certificates
+    username: str = "tidemark"
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
+    mechanism: str = "SCRAM-SHA-512"
+
+    def __post_init__(self) -> None:
+        for name in ("username", "password"):
+            if not _PLAIN_TOKEN.fullmatch(getattr(self, name)):
+                raise ValueError(f"the SASL {name} may hold only letters, digits and _.-")
+        if self.mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ValueError(f"{self.mechanism} is not a SCRAM mechanism")
+
+    def security(self) -> dict[str, str]:
+        """A client's librdkafka security keys (KafkaSettings.security) for this listener."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": self.mechanism,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+            "ssl.ca.location": str(self.certificates.ca_pem.resolve()),
+        }
+
+    def environment(self) -> dict[str, str]:
+        """The same as the KAFKA_* variables that KafkaSettings.from_env reads."""
+        sec = self.security()
+        return {
+            "KAFKA_SECURITY_PROTOCOL": sec["security.protocol"],
+            "KAFKA_SASL_MECHANISM": sec["sasl.mechanism"],
+            "KAFKA_SASL_USERNAME": sec["sasl.username"],
+            "KAFKA_SASL_PASSWORD": sec["sasl.password"],
+            "KAFKA_SSL_CA_LOCATION": sec["ssl.ca.location"],
+        }
+
+    def add_scram_argument(self) -> str:
+        return f"{self.mechanism}=[name={self.username},password={self.password}]"
 
 
 def fetch_jars(jars_dir: Path = JARS_DIR) -> Path:
@@ -138,10 +255,17 @@ class LocalBroker:
     port: int
     controller_port: int
     jars_dir: Path = JARS_DIR
+    sasl_ssl: SaslSsl | None = None  # None: the PLAINTEXT listener of the development broker
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def settings(self) -> KafkaSettings:
+        """How a client reaches this broker, with the credentials of its SASL_SSL listener."""
+        security = self.sasl_ssl.security() if self.sasl_ssl else {}
+        return KafkaSettings(self.bootstrap_servers, security)
 
     @property
     def pid_file(self) -> Path:
@@ -154,13 +278,29 @@ class LocalBroker:
     def _write_config(self) -> Path:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         props = self.home / "server.properties"
-        props.write_text(
-            _PROPERTIES.format(
+        text = _PROPERTIES.format(
+            port=self.port,
+            controller_port=self.controller_port,
+            log_dirs=(self.home / "data").resolve(),
+        )
+        if self.sasl_ssl is not None:
+            sasl, certs = self.sasl_ssl, self.sasl_ssl.certificates
+            secure = _SASL_SSL_PROPERTIES.format(
                 port=self.port,
                 controller_port=self.controller_port,
-                log_dirs=(self.home / "data").resolve(),
+                mechanism=sasl.mechanism,
+                mechanism_lower=sasl.mechanism.lower(),
+                jaas="org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{sasl.username}" password="{sasl.password}";',
+                keystore=certs.keystore.resolve(),
+                keystore_password=certs.keystore_password,
+                ca_pem=certs.ca_pem.resolve(),
             )
-        )
+            keys = {line.split("=", 1)[0] for line in secure.splitlines()}
+            kept = [line for line in text.splitlines() if line.split("=", 1)[0] not in keys]
+            text = "\n".join(kept) + "\n" + secure
+        props.write_text(text)
+        props.chmod(0o600)  # it holds the SCRAM and keystore passwords
         (self.home / "log4j.properties").write_text(_LOG4J.format(log=self.log_file.resolve()))
         return props
 
@@ -196,6 +336,8 @@ class LocalBroker:
             fmt = self._java_cmd(
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), "-g"
             )
+            if self.sasl_ssl is not None:
+                fmt += ["--add-scram", self.sasl_ssl.add_scram_argument()]
             done = subprocess.run(fmt, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise BrokerUnavailable(f"formatting Kafka storage failed:\n{done.stderr}")
@@ -209,7 +351,7 @@ class LocalBroker:
             )
         self.pid_file.write_text(str(proc.pid))
         deadline = time.monotonic() + timeout_s
-        settings = KafkaSettings(self.bootstrap_servers)
+        settings = self.settings
         while True:
             if proc.poll() is not None:
                 self.pid_file.unlink(missing_ok=True)
@@ -271,8 +413,8 @@ def dev_broker() -> LocalBroker:
     return LocalBroker(DEV_HOME, DEV_PORT, DEV_CONTROLLER_PORT)
 
 
-def ephemeral_broker(home: Path) -> LocalBroker:
-    return LocalBroker(home, free_port(), free_port())
+def ephemeral_broker(home: Path, sasl_ssl: SaslSsl | None = None) -> LocalBroker:
+    return LocalBroker(home, free_port(), free_port(), sasl_ssl=sasl_ssl)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from streams.devbroker import KAFKA_VERSION, ephemeral_broker, free_port
+from streams.devbroker import (
+    KAFKA_VERSION,
+    LocalBroker,
+    SaslSsl,
+    ephemeral_broker,
+    free_port,
+    make_certificates,
+)
 from streams.kafka.admin import wait_ready
 from streams.kafka.settings import KafkaSettings
 
@@ -71,3 +78,15 @@ def kafka_cluster(home: Path) -> Iterator[str]:
             yield broker.bootstrap_servers
         finally:
             broker.stop()
+
+
+@contextmanager
+def sasl_ssl_broker(home: Path) -> Iterator[LocalBroker]:
+    """A local JVM broker of its own whose one listener is SASL_SSL (SCRAM-SHA-512), with a CA
+    and certificates generated into `home`; stopped on exit. Whatever the session cluster is."""
+    broker = ephemeral_broker(home / "broker", SaslSsl(make_certificates(home / "certs")))
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
