@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -30,6 +29,7 @@ from rich.table import Table
 
 from streams.clock import now_ms
 from streams.coordinator.topics import Topics
+from streams.core import Delete, StreamConfig, Upsert, config_from_dict
 from streams.devbroker import ROOT, dev_broker
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
@@ -37,6 +37,7 @@ from streams.kafka.admin import create_topics, wait_ready
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import send_all
 from streams.readmodel import ReadModel, StreamView
+from streams.wire import encode_control, stream_key
 
 RUN_DIR = ROOT / ".run" / "demo"
 COORDINATOR_PORT = 6066
@@ -52,11 +53,11 @@ class Child:
     log: Path
 
 
-def demo_streams(now: int) -> list[dict[str, Any]]:
-    """The demo's streams, as control upserts (5 s windows, so that progress shows at once)."""
+def demo_streams(now: int) -> list[StreamConfig]:
+    """The demo's streams (5 s windows, so that progress shows at once)."""
     quick = {"window_ms": 5000, "step_ms": 5000, "task_timeout_ms": 5000}
     minute = now - now % 60_000
-    return [
+    configs = [
         {"stream_id": "demo-live", "start_ms": minute - 60_000, **quick,
          "params": {"latency_ms": 100}},
         {"stream_id": "demo-catching-up", "start_ms": minute - 30 * 60_000, **quick,
@@ -67,6 +68,7 @@ def demo_streams(now: int) -> list[dict[str, Any]]:
          "bypass_after_ms": 6000, "retry": {"strategy": "fixed", "interval_ms": 1000},
          "params": {"latency_ms": 100, "outage_until_ms": now + 20_000}},
     ]  # fmt: skip
+    return [config_from_dict(config) for config in configs]
 
 
 class Demo:
@@ -143,17 +145,14 @@ class Demo:
 
     def _register_streams(self) -> None:
         # Start each demo afresh: a delete, then the upsert (one partition, in order).
-        values = [
-            control
-            for stream in demo_streams(now_ms())
-            for control in (
-                {"type": "delete", "stream_id": stream["stream_id"]},
-                {"type": "upsert", **stream},
-            )
+        records = [
+            (stream_key(config.stream_id), encode_control(control))
+            for config in demo_streams(now_ms())
+            for control in (Delete(config.stream_id), Upsert(config))
         ]
-        send_all(self.settings, self.topics.control, values)
+        send_all(self.settings, self.topics.control, records)
         console.print("registered demo streams: "
-                      + ", ".join(s["stream_id"] for s in demo_streams(0)))  # fmt: skip
+                      + ", ".join(c.stream_id for c in demo_streams(0)))  # fmt: skip
 
     def _show(self, model: ReadModel) -> None:
         deadline = None if self.seconds is None else time.monotonic() + self.seconds

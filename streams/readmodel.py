@@ -15,10 +15,11 @@ either way:
 | results  | a nack sets last_error, unless its window starts before downstream_ms          |
 | commits  | downstream_ms and last_commit_ms only move forward; a nack of a window now     |
 |          | before downstream_ms is cleared                                                |
-| bypassed | the listed windows by key `{stream_id}/{start_ms}`; a None value unlists       |
+| bypassed | the listed windows by their key's stream and window; a None value unlists     |
 
-Invalid values are ignored, like the coordinator rejects them. A stream is shown once an upsert,
-task, commit or bypass names it; pause and nack alone do not make a stream.
+Every value is decoded by `streams.wire`; invalid ones are ignored, like the coordinator
+rejects them (a control's key must be its stream id, a bypassed key its window's). A stream is
+shown once an upsert, task, commit or bypass names it; pause and nack alone do not make one.
 """
 
 from __future__ import annotations
@@ -31,14 +32,32 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from streams.coordinator.topics import Topics
-from streams.core.config import config_from_dict, config_to_dict
+from streams.core import (
+    NACK_WITHOUT_ERROR,
+    Commit,
+    Control,
+    Pause,
+    Replay,
+    Result,
+    Resume,
+    Task,
+    Upsert,
+    config_to_dict,
+)
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.humanize import format_time
 from streams.kafka.settings import KafkaSettings
-from streams.kafka.topic_io import Record, TopicReader
+from streams.kafka.topic_io import TopicReader, TopicRecord
+from streams.wire import (
+    Bypassed,
+    decode_bypassed,
+    decode_commit,
+    decode_control,
+    decode_result,
+    decode_task,
+    stream_key,
+)
 
 TOPICS = ("control", "tasks", "results", "commits", "bypassed")
 
@@ -112,7 +131,7 @@ class BypassView:
 
 
 @dataclass
-class _Record:
+class _StreamEntry:
     """What is known of one stream id, shown or not (see the module's rules)."""
 
     view: StreamView
@@ -141,8 +160,8 @@ class ReadModel:
         self.topics = Topics(prefix)
         self._short = {getattr(self.topics, name): name for name in topics}
         self._lock = threading.Lock()
-        self._records: dict[str, _Record] = {}
-        self._bypassed: dict[str, BypassView] = {}
+        self._entries: dict[str, _StreamEntry] = {}
+        self._bypassed: dict[tuple[str, int], BypassView] = {}  # by (stream_id, start_ms)
         self._bypass_counts: Counter[str] = Counter()
         self._reader = TopicReader(settings, self._short, "tidemark-readmodel")
         self.caught_up = False  # whether the last refresh reached every high watermark
@@ -155,120 +174,106 @@ class ReadModel:
             self._apply(topic, key, value)
 
     def _apply(self, topic: str, key: bytes | None, value: bytes | None) -> None:
-        if topic == "bypassed" and value is None:
-            self._unlist(_text(key))
-            return
-        doc = _json_object(value)
-        if doc is None:
-            return
-        if topic == "control":
-            self._on_control(key, doc)
-        elif topic == "tasks":
-            self._on_task(doc)
-        elif topic == "results":
-            self._on_result(doc)
-        elif topic == "commits":
-            self._on_commit(doc)
-        elif topic == "bypassed":
-            self._on_bypass(key, doc)
+        try:
+            if topic == "control":
+                self._on_control(key, decode_control(value))
+            elif topic == "tasks":
+                self._on_task(decode_task(value))
+            elif topic == "results":
+                self._on_result(decode_result(value))
+            elif topic == "commits":
+                self._on_commit(decode_commit(value))
+            elif topic == "bypassed":
+                self._on_bypass(decode_bypassed(key, value))
+        except InvalidInput:
+            return  # what the coordinator rejects (or never writes) changes no view
 
-    def _live_record(self, stream_id: str) -> _Record | None:
-        """The stream's record, or None while it is deleted: what the old stream emitted
+    def _live_entry(self, stream_id: str) -> _StreamEntry | None:
+        """The stream's entry, or None while it is deleted: what the old stream emitted
         between its delete and the coordinator applying it must not reach a re-creation."""
-        record = self._record(stream_id)
-        return None if record.deleted else record
+        entry = self._entry(stream_id)
+        return None if entry.deleted else entry
 
-    def _record(self, stream_id: str) -> _Record:
-        record = self._records.get(stream_id)
-        if record is None:
-            record = self._records[stream_id] = _Record(StreamView(stream_id))
-        return record
+    def _entry(self, stream_id: str) -> _StreamEntry:
+        entry = self._entries.get(stream_id)
+        if entry is None:
+            entry = self._entries[stream_id] = _StreamEntry(StreamView(stream_id))
+        return entry
 
-    def _on_control(self, key: bytes | None, doc: dict[str, Any]) -> None:
-        stream_id = doc.get("stream_id")
-        if not isinstance(stream_id, str) or key != stream_id.encode():
+    def _on_control(self, key: bytes | None, control: Control | Replay) -> None:
+        if isinstance(control, Replay):
+            return
+        stream_id = control.config.stream_id if isinstance(control, Upsert) else control.stream_id
+        if key != stream_key(stream_id):
             return  # the coordinator rejects a key that is not the stream id
-        kind = doc.get("type")
-        if kind == "upsert":
-            try:
-                config = config_to_dict(config_from_dict(doc))
-            except InvalidInput:
-                return
-            record = self._record(stream_id)
-            record.view.config = config
-            record.shown, record.deleted = True, False
-        elif kind in ("pause", "resume"):
-            known = self._records.get(stream_id)
+        if isinstance(control, Upsert):
+            entry = self._entry(stream_id)
+            entry.view.config = config_to_dict(control.config)
+            entry.shown, entry.deleted = True, False
+        elif isinstance(control, (Pause, Resume)):
+            known = self._entries.get(stream_id)
             if known is not None and not known.deleted:  # else the coordinator rejects it
-                known.view.paused = kind == "pause"
-        elif kind == "delete" and stream_id in self._records:
-            record = self._records[stream_id]
-            record.deleted = True
-            record.reset()
+                known.view.paused = isinstance(control, Pause)
+        elif stream_id in self._entries:  # a delete
+            entry = self._entries[stream_id]
+            entry.deleted = True
+            entry.reset()
 
-    def _on_task(self, doc: dict[str, Any]) -> None:
-        fields = _ints(doc, "start_ms", "end_ms", "attempt")
-        stream_id = doc.get("stream_id")
-        if fields is None or not isinstance(stream_id, str) or doc.get("replay") is True:
+    def _on_task(self, task: Task) -> None:
+        if task.replay:
             return
-        start_ms, end_ms, attempt = fields
-        record = self._live_record(stream_id)
-        if record is None:
+        entry = self._live_entry(task.stream_id)
+        if entry is None:
             return
-        record.shown = True
-        record.view.window = (start_ms, end_ms)
-        record.view.attempt = attempt
+        entry.shown = True
+        entry.view.window = (task.start_ms, task.end_ms)
+        entry.view.attempt = task.attempt
 
-    def _on_result(self, doc: dict[str, Any]) -> None:
-        if doc.get("outcome") != "nack":
+    def _on_result(self, result: Result) -> None:
+        if result.outcome != "nack":
             return
-        stream_id, fields = doc.get("stream_id"), _ints(doc, "start_ms", "end_ms")
-        error = _error(doc.get("error"))
-        if not isinstance(stream_id, str) or fields is None or error is None:
+        entry = self._live_entry(result.stream_id)
+        if entry is None:
             return
-        record = self._live_record(stream_id)
-        if record is None:
-            return
-        downstream_ms = record.view.downstream_ms
-        if downstream_ms is not None and fields[0] < downstream_ms:
+        downstream_ms = entry.view.downstream_ms
+        if downstream_ms is not None and result.start_ms < downstream_ms:
             return  # a window already committed (or a replay of a bypassed one)
-        record.view.last_error = error
-        record.error_start_ms = fields[0]
+        error = result.error or NACK_WITHOUT_ERROR
+        entry.view.last_error = error.to_wire()
+        entry.error_start_ms = result.start_ms
 
-    def _on_commit(self, doc: dict[str, Any]) -> None:
-        stream_id, fields = doc.get("stream_id"), _ints(doc, "downstream_ms", "committed_ms")
-        if not isinstance(stream_id, str) or fields is None:
+    def _on_commit(self, commit: Commit) -> None:
+        entry = self._live_entry(commit.stream_id)
+        if entry is None:
             return
-        downstream_ms, committed_ms = fields
-        record = self._live_record(stream_id)
-        if record is None:
-            return
-        record.shown = True
-        view = record.view
-        view.downstream_ms = max(downstream_ms, view.downstream_ms or 0)
-        view.last_commit_ms = max(committed_ms, view.last_commit_ms or 0)
-        if view.last_error is not None and record.error_start_ms < view.downstream_ms:
+        entry.shown = True
+        view = entry.view
+        view.downstream_ms = max(commit.downstream_ms, view.downstream_ms or 0)
+        view.last_commit_ms = max(commit.committed_ms, view.last_commit_ms or 0)
+        if view.last_error is not None and entry.error_start_ms < view.downstream_ms:
             view.last_error = None
 
-    def _on_bypass(self, key: bytes | None, doc: dict[str, Any]) -> None:
-        fields = _ints(doc, "start_ms", "end_ms", "attempts", "first_failed_ms", "bypassed_ms")
-        stream_id, error = doc.get("stream_id"), doc.get("last_error")
-        if not isinstance(stream_id, str) or fields is None:
+    def _on_bypass(self, bypassed: Bypassed) -> None:
+        key = (bypassed.stream_id, bypassed.start_ms)
+        self._unlist(key)
+        bypass = bypassed.record
+        if bypass is None:
             return
-        last_error = None if error is None else _error(error)
-        if error is not None and last_error is None:
-            return
-        name = _text(key) or f"{stream_id}/{fields[0]}"
-        self._unlist(name)
-        start_ms, end_ms, attempts, first_failed_ms, bypassed_ms = fields
-        self._bypassed[name] = BypassView(
-            stream_id, start_ms, end_ms, attempts, first_failed_ms, bypassed_ms, last_error
+        error = bypass.last_error
+        self._bypassed[key] = BypassView(
+            bypass.stream_id,
+            bypass.start_ms,
+            bypass.end_ms,
+            bypass.attempts,
+            bypass.first_failed_ms,
+            bypass.bypassed_ms,
+            None if error is None else error.to_wire(),
         )
-        self._bypass_counts[stream_id] += 1
-        self._record(stream_id).shown = True
+        self._bypass_counts[bypass.stream_id] += 1
+        self._entry(bypass.stream_id).shown = True
 
-    def _unlist(self, key: str | None) -> None:
-        old = self._bypassed.pop(key or "", None)
+    def _unlist(self, key: tuple[str, int]) -> None:
+        old = self._bypassed.pop(key, None)
         if old is not None:
             self._bypass_counts[old.stream_id] -= 1
 
@@ -278,18 +283,18 @@ class ReadModel:
         """Every stream shown and not deleted, by stream_id (copies, safe to keep)."""
         with self._lock:
             return [
-                self._view(record)
-                for _, record in sorted(self._records.items())
-                if record.shown and not record.deleted
+                self._view(entry)
+                for _, entry in sorted(self._entries.items())
+                if entry.shown and not entry.deleted
             ]
 
     def stream(self, stream_id: str) -> StreamView | None:
         """One stream, or None if it is unknown or deleted."""
         with self._lock:
-            record = self._records.get(stream_id)
-            if record is None or not record.shown or record.deleted:
+            entry = self._entries.get(stream_id)
+            if entry is None or not entry.shown or entry.deleted:
                 return None
-            return self._view(record)
+            return self._view(entry)
 
     def bypasses(self, limit: int | None = None) -> list[BypassView]:
         """Listed windows, the most recently bypassed first."""
@@ -298,8 +303,8 @@ class ReadModel:
         views.sort(key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
         return views if limit is None else views[:limit]
 
-    def _view(self, record: _Record) -> StreamView:
-        view = copy.copy(record.view)
+    def _view(self, entry: _StreamEntry) -> StreamView:
+        view = copy.copy(entry.view)
         view.config = copy.deepcopy(view.config)
         view.last_error = None if view.last_error is None else dict(view.last_error)
         view.bypasses = self._bypass_counts[view.stream_id]
@@ -314,7 +319,7 @@ class ReadModel:
         partitions are still behind (`caught_up` says which happened; the next call goes on).
         Raises BrokerUnavailable if the cluster does not answer within `timeout_s`.
         """
-        records: list[Record] = []
+        records: list[TopicRecord] = []
         try:
             self.caught_up = self._reader.read(timeout_s, records.extend)
         except BrokerUnavailable as exc:
@@ -335,35 +340,3 @@ class ReadModel:
 def _behind_ms(config: Mapping[str, Any]) -> int:
     """The lag past which a stream is catching up: two windows and its delay."""
     return 2 * int(config["window_ms"]) + int(config["delay_ms"])
-
-
-def _json_object(value: bytes | None) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    try:
-        doc = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _ints(doc: Mapping[str, Any], *names: str) -> tuple[int, ...] | None:
-    """The named fields if every one is a non-negative integer (not a bool), else None."""
-    values: list[int] = []
-    for name in names:
-        value = doc.get(name)
-        if type(value) is not int or value < 0:
-            return None
-        values.append(value)
-    return tuple(values)
-
-
-def _error(error: Any) -> dict[str, str] | None:
-    if not isinstance(error, dict) or not isinstance(error.get("kind"), str) or not error["kind"]:
-        return None
-    message = error.get("message", "")
-    return {"kind": error["kind"], "message": message if isinstance(message, str) else ""}
-
-
-def _text(key: bytes | None) -> str | None:
-    return None if key is None else key.decode("utf-8", "replace")

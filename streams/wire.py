@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -446,11 +446,18 @@ def encode_bypassed(record: BypassRecord) -> bytes:
     return orjson.dumps(record.to_wire())
 
 
-def decode_bypassed(key: bytes | None, raw: bytes | None) -> tuple[str, BypassRecord | None]:
-    """A `bypassed` record as its key and the core's BypassRecord, None for a tombstone.
+class Bypassed(NamedTuple):
+    """A decoded `bypassed` record: the window its key names, and its value (None: a tombstone)."""
 
-    The key must be `{stream_id}/{start_ms}`, of the value's stream and window when there is
-    one; else InvalidInput naming the field.
+    stream_id: str
+    start_ms: int
+    record: BypassRecord | None
+
+
+def decode_bypassed(key: bytes | None, raw: bytes | None) -> Bypassed:
+    """A `bypassed` record (a tombstone has no value), or InvalidInput naming the field.
+
+    The key must be `{stream_id}/{start_ms}`, of the value's stream and window when there is one.
     """
     if key is None:
         raise InvalidInput("key", "is required")
@@ -462,11 +469,13 @@ def decode_bypassed(key: bytes | None, raw: bytes | None) -> tuple[str, BypassRe
     if not stream_id or not start.isdigit():
         raise InvalidInput("key", "must be {stream_id}/{start_ms}")
     if raw is None:
-        return text, None
+        return Bypassed(stream_id, int(start), None)
     try:
         msg = BypassedMessage.model_validate_json(raw)
     except ValidationError as exc:
         raise _reason(exc) from None
+    if text != bypass_key(msg.stream_id, msg.start_ms):
+        raise InvalidInput("key", "must be the value's {stream_id}/{start_ms}")
     error = msg.last_error
     record = BypassRecord(
         msg.stream_id,
@@ -477,9 +486,7 @@ def decode_bypassed(key: bytes | None, raw: bytes | None) -> tuple[str, BypassRe
         msg.bypassed_ms,
         None if error is None else ErrorInfo(error.kind, error.message),
     )
-    if text != record.key:
-        raise InvalidInput("key", f"must be {record.key!r}, the value's stream_id/start_ms")
-    return text, record
+    return Bypassed(msg.stream_id, msg.start_ms, record)
 
 
 def decode_rejected(raw: bytes | None) -> RejectedMessage:

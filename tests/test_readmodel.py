@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Producer
 
 from streams.coordinator.topics import Topics
+from streams.core import task_id
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
@@ -41,7 +42,7 @@ def upsert(stream_id: str = "s", **config: Any) -> dict[str, Any]:
 
 def task(start: int, attempt: int = 1, stream_id: str = "s", **extra: Any) -> dict[str, Any]:
     return {
-        "task_id": f"{stream_id}/{start}/{attempt}",
+        "task_id": task_id(stream_id, start, attempt),
         "stream_id": stream_id,
         "start_ms": start,
         "end_ms": start + MIN,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -29,11 +29,22 @@ from streams.commands.common import (
 )
 from streams.commands.views import bypass_doc, error_text, print_bypasses, window_text
 from streams.coordinator.topics import Topics
+from streams.core import BypassRecord, Commit, Replay
 from streams.errors import InvalidInput, TidemarkError
 from streams.humanize import format_time, parse_time_ms
 from streams.kafka.settings import KafkaSettings
-from streams.kafka.topic_io import Record, TopicReader, send
+from streams.kafka.topic_io import TopicReader, TopicRecord, send
 from streams.readmodel import BypassView, ReadModel
+from streams.wire import (
+    Bypassed,
+    RejectedMessage,
+    decode_bypassed,
+    decode_commit,
+    decode_control,
+    decode_rejected,
+    encode_control,
+    stream_key,
+)
 
 
 @friendly_errors
@@ -78,10 +89,10 @@ def replay(
     if not windows:
         _nothing(env, stream, from_ms, to_ms)
         return
-    request = {"type": "replay", "stream_id": stream, "from_ms": from_ms, "to_ms": to_ms}
+    request = Replay(stream, from_ms, to_ms)
     watch = ReplayWatch.start(env.settings, env.topics, request, windows) if wait else None
     try:
-        send(env.settings, env.topics.control, request)
+        send(env.settings, env.topics.control, stream_key(stream), encode_control(request))
         if watch is None:
             _requested(env, request, windows)
             return
@@ -117,9 +128,9 @@ class ReplayWatch:
     windows: dict[int, BypassView]
     reader: TopicReader
     topics: Topics
-    request: dict[str, Any]
+    request: Replay
     replayed: set[int] = field(default_factory=set)
-    failed: dict[int, dict[str, Any]] = field(default_factory=dict)
+    failed: dict[int, BypassRecord] = field(default_factory=dict)  # as relisted
     rejected: str | None = None  # the coordinator's reason
 
     @classmethod
@@ -127,7 +138,7 @@ class ReplayWatch:
         cls,
         settings: KafkaSettings,
         topics: Topics,
-        request: dict[str, Any],
+        request: Replay,
         windows: list[BypassView],
     ) -> ReplayWatch:
         names = [topics.bypassed, topics.commits, topics.rejected]
@@ -138,7 +149,7 @@ class ReplayWatch:
             reader.close()
             raise
         by_start = {w.start_ms: w for w in windows}
-        return cls(request["stream_id"], by_start, reader, topics, request)
+        return cls(request.stream_id, by_start, reader, topics, request)
 
     @property
     def pending(self) -> list[int]:
@@ -150,32 +161,39 @@ class ReplayWatch:
         for record in self.reader.poll(timeout_s):
             self._on(record)
 
-    def _on(self, msg: Record) -> None:
-        if msg.topic == self.topics.rejected:
-            rejection = _json(msg.value)
-            if rejection.get("source_topic") == self.topics.control:
-                value = rejection.get("value")
-                if isinstance(value, str) and _json(value.encode()) == self.request:
-                    self.rejected = str(rejection.get("reason"))
+    def _on(self, msg: TopicRecord) -> None:
+        try:
+            if msg.topic == self.topics.rejected:
+                self._on_rejected(decode_rejected(msg.value))
+            elif msg.topic == self.topics.bypassed:
+                self._on_bypassed(decode_bypassed(msg.key, msg.value))
+            else:
+                self._on_commit(decode_commit(msg.value))
+        except InvalidInput:
+            return  # nothing the coordinator writes: no outcome of ours
+
+    def _on_rejected(self, rejection: RejectedMessage) -> None:
+        value = rejection.value
+        if rejection.source_topic != self.topics.control or value is None:
             return
-        if msg.topic == self.topics.bypassed:
-            stream_id, _, start = (msg.key or b"").decode("utf-8", "replace").rpartition("/")
-            if stream_id != self.stream_id or not start.isdigit():
-                return
-            start_ms = int(start)
-            if start_ms in self.pending:
-                if msg.value is None:
-                    self.replayed.add(start_ms)
-                else:
-                    self.failed[start_ms] = _json(msg.value)
+        if decode_control(value.encode()) == self.request:
+            self.rejected = rejection.reason
+
+    def _on_bypassed(self, bypassed: Bypassed) -> None:
+        start_ms = bypassed.start_ms
+        if bypassed.stream_id == self.stream_id and start_ms in self.pending:
+            if bypassed.record is None:
+                self.replayed.add(start_ms)
+            else:
+                self.failed[start_ms] = bypassed.record
+
+    def _on_commit(self, commit: Commit) -> None:
+        if commit.stream_id != self.stream_id:
             return
-        commit = _json(msg.value)
-        if commit.get("stream_id") != self.stream_id:
-            return
-        for window in commit.get("windows") or []:
-            replayed = isinstance(window, dict) and window.get("reason") == "replayed"
-            if replayed and window.get("start_ms") in self.pending:
-                self.replayed.add(window["start_ms"])
+        pending = self.pending
+        for window in commit.windows:
+            if window.reason == "replayed" and window.start_ms in pending:
+                self.replayed.add(window.start_ms)
 
     def close(self) -> None:
         self.reader.close()
@@ -202,7 +220,7 @@ def _summary(env: CliEnv, watch: ReplayWatch) -> None:
     if watch.rejected is not None:
         raise TidemarkError(f"the coordinator rejected the replay: {watch.rejected}")
     windows = watch.windows
-    failed = [_relisted(windows[s], doc) for s, doc in sorted(watch.failed.items())]
+    failed = [_relisted(windows[s], record) for s, record in sorted(watch.failed.items())]
     pending = [windows[s] for s in watch.pending]
     if env.json:
         print_json(
@@ -226,17 +244,17 @@ def _summary(env: CliEnv, watch: ReplayWatch) -> None:
         raise typer.Exit(1)
 
 
-def _relisted(old: BypassView, doc: dict[str, Any]) -> BypassView:
+def _relisted(old: BypassView, record: BypassRecord) -> BypassView:
     """The window as relisted after its failed replay (attempts and error as the new record)."""
-    attempts, error = doc.get("attempts"), doc.get("last_error")
+    error = record.last_error
     return BypassView(
         old.stream_id,
         old.start_ms,
         old.end_ms,
-        attempts if isinstance(attempts, int) else old.attempts,
+        record.attempts,
         old.first_failed_ms,
         old.bypassed_ms,
-        error if isinstance(error, dict) else old.last_error,
+        old.last_error if error is None else error.to_wire(),
     )
 
 
@@ -250,19 +268,12 @@ def _nothing(env: CliEnv, stream: str, from_ms: int, to_ms: int) -> None:
         )
 
 
-def _requested(env: CliEnv, request: dict[str, Any], windows: list[BypassView]) -> None:
+def _requested(env: CliEnv, request: Replay, windows: list[BypassView]) -> None:
     if env.json:
-        print_json({**request, "requested": True, "windows": [bypass_doc(w) for w in windows]})
+        sent = json.loads(encode_control(request))
+        print_json({**sent, "requested": True, "windows": [bypass_doc(w) for w in windows]})
     else:
-        console().print(f"replay of {len(windows)} window(s) of {request['stream_id']!r} requested")
+        console().print(f"replay of {len(windows)} window(s) of {request.stream_id!r} requested")
         for window in windows:
             error = error_text(window.last_error)
             console().print(f"  {window_text(window.start_ms, window.end_ms)}  last error: {error}")
-
-
-def _json(raw: bytes | None) -> dict[str, Any]:
-    try:
-        doc = json.loads(raw or b"")
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}

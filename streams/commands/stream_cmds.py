@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
@@ -20,10 +21,12 @@ from streams.commands.common import (
 from streams.commands.flags import ConfigFlags, validated
 from streams.commands.views import by_lag, print_stream, stream_doc, streams_table
 from streams.commands.views import bypass_doc as bypass_json
+from streams.core import Control, Delete, Pause, Resume, Upsert, config_from_dict
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
 from streams.kafka.topic_io import send
 from streams.readmodel import TOPICS, ReadModel, StreamView
+from streams.wire import encode_control, stream_key
 
 app = typer.Typer(
     help="Create, change, pause, resume, delete and inspect streams.",
@@ -159,7 +162,7 @@ def pause(
     """Stop dispatching a stream's windows (results and deadlines are still handled)."""
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     _existing(env, stream)
-    _control(env, "pause", stream, "paused")
+    _control(env, Pause(stream), "paused")
 
 
 @app.command()
@@ -174,7 +177,7 @@ def resume(
     """Dispatch a paused stream's windows again."""
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     _existing(env, stream)
-    _control(env, "resume", stream, "resumed")
+    _control(env, Resume(stream), "resumed")
 
 
 @app.command()
@@ -192,7 +195,7 @@ def delete(
     _existing(env, stream)
     if not yes:
         typer.confirm(f"Delete stream {stream!r} and its progress?", abort=True, err=True)
-    _control(env, "delete", stream, "deleted")
+    _control(env, Delete(stream), "deleted")
 
 
 @app.command("list")
@@ -269,15 +272,13 @@ def _existing(env: CliEnv, stream: str) -> StreamView:
     return _known(_read(env, ("control",)), stream)
 
 
-def _control(env: CliEnv, kind: str, stream: str, done: str) -> None:
-    value = {"type": kind, "stream_id": stream}
-    send(env.settings, env.topics.control, value)
-    _report(env, value, f"{done} stream {stream!r}")
+def _control(env: CliEnv, control: Pause | Resume | Delete, done: str) -> None:
+    value = _send(env, control)
+    _report(env, value, f"{done} stream {control.stream_id!r}")
 
 
 def _upsert(env: CliEnv, config: dict[str, Any], done: str) -> None:
-    value = {"type": "upsert", **config}
-    send(env.settings, env.topics.control, value)
+    value = _send(env, Upsert(config_from_dict(config)))
     _report(
         env,
         value,
@@ -285,6 +286,14 @@ def _upsert(env: CliEnv, config: dict[str, Any], done: str) -> None:
         f"{format_duration(config['window_ms'])} every {format_duration(config['step_ms'])} "
         f"from {format_time(config['start_ms'])}",
     )
+
+
+def _send(env: CliEnv, control: Control) -> dict[str, Any]:
+    """Send `control` keyed by its stream; what was sent, for --output json."""
+    stream_id = control.config.stream_id if isinstance(control, Upsert) else control.stream_id
+    body = encode_control(control)
+    send(env.settings, env.topics.control, stream_key(stream_id), body)
+    return dict(json.loads(body))
 
 
 def _report(env: CliEnv, value: dict[str, Any], text: str) -> None:

@@ -20,7 +20,7 @@ from streams.commands.common import (
     friendly_errors,
 )
 from streams.humanize import format_time
-from streams.kafka.topic_io import Record, TopicReader
+from streams.kafka.topic_io import TopicReader, TopicRecord
 
 
 class TailTopic(StrEnum):
@@ -91,7 +91,7 @@ def _follow(
         sys.stdout.flush()
 
 
-def _doc(short: str, record: Record) -> dict[str, Any]:
+def _doc(short: str, record: TopicRecord) -> dict[str, Any]:
     return {
         "topic": short,
         "partition": record.partition,
@@ -111,7 +111,7 @@ def _value(raw: bytes | None) -> Any:
         return raw.decode("utf-8", "replace")
 
 
-def _text_line(record: Record) -> str:
+def _text_line(record: TopicRecord) -> str:
     key = "-" if record.key is None else record.key.decode("utf-8", "replace")
     value = record.value
     shown = "(tombstone)" if value is None else json.dumps(_value(value), separators=(",", ":"))

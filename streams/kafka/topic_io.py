@@ -9,12 +9,10 @@ BrokerUnavailable.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import (
     TIMESTAMP_NOT_AVAILABLE,
@@ -44,7 +42,9 @@ _NO_LEADER_YET = {
 
 
 @dataclass(frozen=True, slots=True)
-class Record:
+class TopicRecord:
+    """One record as read from a topic (not the coordinator's per-stream `TopicRecord`)."""
+
     topic: str
     partition: int
     offset: int
@@ -70,7 +70,7 @@ class TopicReader:
         self._consumer: Consumer | None = None
 
     @broker_errors(_NO_ANSWER)
-    def read(self, timeout_s: float, apply: Callable[[list[Record]], None]) -> bool:
+    def read(self, timeout_s: float, apply: Callable[[list[TopicRecord]], None]) -> bool:
         """Pass every record up to the ends (last stable offsets) of now to `apply`, in batches.
 
         The first call starts at the low watermarks. Returns whether every partition was read
@@ -112,7 +112,7 @@ class TopicReader:
         )
 
     @broker_errors(_NO_ANSWER)
-    def poll(self, timeout_s: float, max_records: int = 500) -> list[Record]:
+    def poll(self, timeout_s: float, max_records: int = 500) -> list[TopicRecord]:
         """The records that arrive within `timeout_s` (fewer if `max_records` come sooner)."""
         return self._consume(self._consumer_client(), timeout_s, None, max_records)
 
@@ -122,7 +122,7 @@ class TopicReader:
         timeout_s: float,
         behind: dict[tuple[str, int], int] | None,
         max_records: int = _BATCH,
-    ) -> list[Record]:
+    ) -> list[TopicRecord]:
         batch = []
         for msg in consumer.consume(max_records, timeout_s):
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
@@ -171,10 +171,10 @@ class TopicReader:
         self._admin = None
 
 
-def _record(msg: Message, topic: str, partition: int, offset: int) -> Record:
+def _record(msg: Message, topic: str, partition: int, offset: int) -> TopicRecord:
     kind, timestamp_ms = msg.timestamp()
     when = None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms
-    return Record(topic, partition, offset, when, msg.key(), msg.value())
+    return TopicRecord(topic, partition, offset, when, msg.key(), msg.value())
 
 
 def watermarks(
@@ -228,16 +228,16 @@ def _offsets(
     }
 
 
-def send(settings: KafkaSettings, topic: str, value: dict[str, Any]) -> None:
-    """Produce `value` to `topic` keyed by its stream_id (murmur2, like Faust and Java clients).
+def send(settings: KafkaSettings, topic: str, key: bytes, value: bytes) -> None:
+    """Produce one record to `topic` (murmur2 on its key, like Faust and Java clients).
 
     Returns once the broker acknowledged it; raises BrokerUnavailable if it did not in time.
     """
-    send_all(settings, topic, [value])
+    send_all(settings, topic, [(key, value)])
 
 
-def send_all(settings: KafkaSettings, topic: str, values: Iterable[dict[str, Any]]) -> None:
-    """`send` for several values, in order (one stream's values stay in order on one partition)."""
+def send_all(settings: KafkaSettings, topic: str, records: Iterable[tuple[bytes, bytes]]) -> None:
+    """`send` for several (key, value) records, in order (one key's stay in order)."""
     producer = Producer(
         settings.producer(**{"message.timeout.ms": DELIVERY_TIMEOUT_MS, "log_level": 0})
     )
@@ -248,10 +248,8 @@ def send_all(settings: KafkaSettings, topic: str, values: Iterable[dict[str, Any
             errors.append(error)
 
     with broker_errors(f"could not write to {topic}"):
-        for value in values:
-            body = json.dumps(value, allow_nan=False).encode()
-            key = str(value["stream_id"]).encode()
-            producer.produce(topic, body, key, on_delivery=delivered)
+        for key, value in records:
+            producer.produce(topic, value, key, on_delivery=delivered)
         left = producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
     if errors or left:
         reason = errors[0].str() if errors else "no acknowledgement in time"
