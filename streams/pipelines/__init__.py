@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from streams.errors import InvalidInput
 from streams.handler import Handler
-from streams.pipelines.metrics import MetricsPipeline
+from streams.pipelines.prometheus_otlp import MetricsPipeline
 from streams.pipelines.synthetic import SyntheticPipeline
 
 PIPELINES: Final[dict[str, Callable[..., Handler]]] = {

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from streams.pipelines.metrics import MetricsPipeline
-from streams.worker.api import Task
+from streams.core import task_id
+from streams.handler import Task
+from streams.pipelines.prometheus_otlp import MetricsPipeline
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.prometheus import PrometheusServer, Sample
 
@@ -55,7 +56,7 @@ class Data:
 def make_task(start_ms: int, end_ms: int, params: dict[str, Any], attempt: int = 1) -> Task:
     """A task as the coordinator would dispatch it for ``(start_ms, end_ms]``."""
     return Task(
-        task_id=f"{STREAM_ID}/{start_ms}/{attempt}",
+        task_id=task_id(STREAM_ID, start_ms, attempt),
         stream_id=STREAM_ID,
         start_ms=start_ms,
         end_ms=end_ms,

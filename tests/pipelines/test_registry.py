@@ -6,7 +6,7 @@ import pytest
 
 from streams.errors import InvalidInput
 from streams.pipelines import build_pipeline
-from streams.pipelines.metrics import MetricsPipeline
+from streams.pipelines.prometheus_otlp import MetricsPipeline
 from streams.pipelines.synthetic import SyntheticPipeline
 from streams.worker.api import Ack
 from tests.pipelines.conftest import make_task

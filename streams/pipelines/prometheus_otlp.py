@@ -1,4 +1,4 @@
-"""The reference pipeline: Prometheus ``query_range`` per metric, then one OTLP/HTTP JSON export.
+"""The `metrics` pipeline: Prometheus ``query_range`` per metric, then one OTLP/HTTP JSON export.
 
 This is the seed's receiver → processor → exporter. For each configured metric it asks a
 Prometheus-compatible API (Prometheus, Thanos Query) for the window, turns every sample into

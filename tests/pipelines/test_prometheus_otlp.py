@@ -14,7 +14,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from prometheus_client import REGISTRY
 
 from streams.errors import InvalidInput
-from streams.pipelines.metrics import (
+from streams.pipelines.prometheus_otlp import (
     MetricSpec,
     MetricsPipeline,
     Series,
