@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from streams.handler import Handler, Task
+from streams.wire import encode_task
 from streams.worker.config import WorkerConfig
 from streams.worker.offsets import Partition
 from streams.worker.ports import Delivered, Fetched, SourceListener
@@ -49,7 +50,7 @@ class InMemoryTaskSource:
         return len(log) - 1
 
     def add_task(self, task: Task, partition: Partition = (TASKS, 0)) -> int:
-        return self.append(partition, json.dumps(task.to_wire()).encode())
+        return self.append(partition, encode_task(task))
 
     def assign(self, *partitions: Partition) -> None:
         self._events.append(("assigned", list(partitions)))

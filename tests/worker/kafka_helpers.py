@@ -15,6 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from streams.clock import now_ms as clock_ms
 from streams.kafka.settings import KafkaSettings
+from streams.wire import encode_task, stream_key
 from streams.worker.api import Ack, Outcome, Task
 from streams.worker.runtime import WorkerRuntime
 
@@ -75,8 +76,8 @@ def send(kafka: KafkaSettings, topic: str, *values: Task | bytes, key: bytes = b
 
     for i, value in enumerate(values):
         if isinstance(value, Task):
-            body = json.dumps(value.to_wire()).encode()
-            producer.produce(topic, body, value.stream_id.encode(), on_delivery=report(i))
+            body = encode_task(value)
+            producer.produce(topic, body, stream_key(value.stream_id), on_delivery=report(i))
         else:
             producer.produce(topic, value, key, on_delivery=report(i))
         producer.flush(10)  # one at a time: the order of offsets is the order given
