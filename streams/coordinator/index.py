@@ -50,5 +50,9 @@ class DueIndex:
         self._heaps.pop(partition, None)
         self._wake.pop(partition, None)
 
+    def clear(self) -> None:
+        self._heaps.clear()
+        self._wake.clear()
+
     def __len__(self) -> int:
         return sum(len(w) for w in self._wake.values())

@@ -1,7 +1,8 @@
 """The coordinator's Prometheus metrics, in a registry of its own (one per Processor).
 
-The Processor calls the hooks below while it handles events; everything else is computed when
-Prometheus scrapes, from small in-memory maps the hooks keep up to date, so that a scrape never
+The Processor calls the hooks below while it handles events; they only add to plain ints (a
+prometheus-client call per event cost microseconds), and everything is computed when Prometheus
+scrapes, from small in-memory maps the hooks keep up to date, so that a scrape never
 reads the table. Counters and histograms:
 
 - ``tidemark_results_total{outcome}``: decoded results by outcome (ack, nack, heartbeat);
@@ -9,6 +10,8 @@ reads the table. Counters and histograms:
 - ``tidemark_rejected_total{topic}``: inputs rejected (sent to ``rejected``), by source topic;
 - ``tidemark_requeues_total``, ``tidemark_timeouts_total``, ``tidemark_bypasses_total``,
   ``tidemark_tasks_dispatched_total``, ``tidemark_commits_total``;
+- ``tidemark_stream_errors_total``: events of one stream that raised unexpectedly (isolated: the
+  stream is retried later, no other stream is touched);
 - ``tidemark_dispatch_delay_seconds``: dispatch time minus due time (``end_ms + delay_ms`` for a
   first attempt, the retry time for a retry);
 - ``tidemark_ack_to_commit_seconds``: from handling an ack to sending the commit announcing it.
@@ -38,8 +41,14 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from streams.coordinator.topics import Topics
 from streams.core import Commit, Decision, Result, StreamState
@@ -75,8 +84,35 @@ class _Stream:
     in_flight: int
 
 
+class _Histogram:
+    """Observations counted into fixed buckets: plain ints, folded into Prometheus at scrape."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1  # a bucket holds values <= its bound
+        self.sum += value
+
+    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+        counts, total = list(self.counts), self.sum
+        buckets, running = [], 0
+        for bound, count in zip((*self.bounds, float("inf")), counts, strict=True):
+            running += count
+            buckets.append((_le(bound), float(running)))
+        return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=total)
+
+
 class CoordinatorMetrics:
-    """The coordinator's metrics and the hooks that feed them (see the module docstring)."""
+    """The coordinator's metrics and the hooks that feed them (see the module docstring).
+
+    The hooks run on every event, so they only add to plain ints and lists; ``EventCollector``
+    turns those into Prometheus families when the registry is scraped.
+    """
 
     def __init__(
         self,
@@ -86,49 +122,42 @@ class CoordinatorMetrics:
         clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.registry = CollectorRegistry() if registry is None else registry
-        r = self.registry
-        results = Counter(
-            "tidemark_results", "Results decoded, by outcome.", ["outcome"], registry=r
-        )
-        self._results = {outcome: results.labels(outcome) for outcome in OUTCOMES}
-        ignored = Counter("tidemark_ignored", "Results ignored, by reason.", ["reason"], registry=r)
-        self._ignored = {reason: ignored.labels(reason) for reason in IGNORED}
-        self._rejected = Counter(
-            "tidemark_rejected", "Inputs rejected, by source topic.", ["topic"], registry=r
-        )
-        self.requeues = Counter("tidemark_requeues", "Failures scheduled for a retry.", registry=r)
-        self.timeouts = Counter("tidemark_timeouts", "Attempts whose deadline passed.", registry=r)
-        self.bypasses = Counter("tidemark_bypasses", "Windows given up (bypassed).", registry=r)
-        self.tasks = Counter("tidemark_tasks_dispatched", "Tasks sent to workers.", registry=r)
-        self.commits = Counter("tidemark_commits", "Commits sent, re-announced too.", registry=r)
-        self.dispatch_delay = Histogram(
-            "tidemark_dispatch_delay_seconds",
-            "How long after it was due a window was dispatched.",
-            buckets=DISPATCH_BUCKETS,
-            registry=r,
-        )
-        self.ack_to_commit = Histogram(
-            "tidemark_ack_to_commit_seconds",
-            "From handling an ack to sending the commit that announces its window.",
-            buckets=ACK_TO_COMMIT_BUCKETS,
-            registry=r,
-        )
+        self.results: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
+        self.ignored_total: dict[str, int] = dict.fromkeys(IGNORED, 0)
+        self.rejected_total: dict[str, int] = {}
+        self.requeues = 0
+        self.timeouts = 0
+        self.bypasses = 0
+        self.tasks = 0
+        self.commits = 0
+        self.stream_errors = 0
+        self.dispatch_delay = _Histogram(DISPATCH_BUCKETS)
+        self.ack_to_commit = _Histogram(ACK_TO_COMMIT_BUCKETS)
         self._streams: dict[str, _Stream] = {}
         self._marks: dict[str, int] = {}  # stream -> downstream_ms, apart: a scrape reads it whole
         self._in_flight = 0
         self._acks: dict[str, list[tuple[int, int]]] = {}  # stream -> [(ack_ms, handled_ms)]
-        r.register(ProgressCollector(self, top_laggards, behind_threshold_s, clock_ms))
+        self.registry.register(EventCollector(self))
+        self.registry.register(ProgressCollector(self, top_laggards, behind_threshold_s, clock_ms))
 
     # -- hooks, called by the Processor ---------------------------------------------------
 
     def result(self, outcome: str) -> None:
-        self._results[outcome].inc()  # the wire contract admits only these outcomes
+        self.results[outcome] += 1  # the wire contract admits only these outcomes
 
     def ignored(self, reason: str) -> None:
-        self._ignored[reason].inc()
+        self.ignored_total[reason] += 1
 
     def rejected(self, topic: str) -> None:
-        self._rejected.labels(topic).inc()
+        self.rejected_total[topic] = self.rejected_total.get(topic, 0) + 1
+
+    def stream_error(self) -> None:
+        self.stream_errors += 1
+
+    def replayed(self, tasks: int, commits: int) -> None:
+        """Tasks and commits sent by the replay lane."""
+        self.tasks += tasks
+        self.commits += commits
 
     def accepted(self, stream_id: str, result: Result, now_ms: int) -> None:
         """A result about to be applied: an ack starts its ack-to-commit clock."""
@@ -145,23 +174,29 @@ class CoordinatorMetrics:
         if state is None:
             self.forget(stream_id)
             return
-        if decision.timeouts:
-            self.timeouts.inc(decision.timeouts)
-        if decision.requeues:
-            self.requeues.inc(decision.requeues)
-        if decision.bypasses:
-            self.bypasses.inc(len(decision.bypasses))
-        if decision.tasks:
-            self.tasks.inc(len(decision.tasks))
-            dispatched = {task.start_ms: task.dispatched_ms for task in decision.tasks}
-            for window in state.windows:  # a dispatched window still holds the due time it had
-                at_ms = dispatched.get(window.start_ms)
-                if at_ms is not None:
-                    self.dispatch_delay.observe(max(0, at_ms - window.due_ms) / 1000)
+        self.timeouts += decision.timeouts
+        self.requeues += decision.requeues
+        self.bypasses += len(decision.bypasses)
+        tasks = decision.tasks
+        if tasks:
+            self.tasks += len(tasks)
+            observe = self.dispatch_delay.observe
+            if len(tasks) == 1:
+                (task,) = tasks
+                for window in state.windows:  # a dispatched window still holds its due time
+                    if window.start_ms == task.start_ms:
+                        observe(max(0, task.dispatched_ms - window.due_ms) / 1000)
+                        break
+            else:
+                dispatched = {task.start_ms: task.dispatched_ms for task in tasks}
+                for window in state.windows:
+                    at_ms = dispatched.get(window.start_ms)
+                    if at_ms is not None:
+                        observe(max(0, at_ms - window.due_ms) / 1000)
         self.track(partition, state)
 
     def committed(self, commit: Commit) -> None:
-        self.commits.inc()
+        self.commits += 1
         pending = self._acks.get(commit.stream_id)
         if not pending:
             return
@@ -179,7 +214,8 @@ class CoordinatorMetrics:
     def track(self, partition: int, state: StreamState) -> None:
         """Remember the stream's progress and windows in flight (on every save and rebuild)."""
         stream_id = state.config.stream_id
-        in_flight = sum(1 for window in state.windows if window.in_flight)
+        windows = state.windows
+        in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
         self._marks[stream_id] = state.downstream_ms
         entry = self._streams.get(stream_id)
         if entry is None:
@@ -211,6 +247,64 @@ class CoordinatorMetrics:
     def downstreams(self) -> list[tuple[str, int]]:
         """(stream_id, downstream_ms) of every tracked stream: a snapshot, safe to iterate."""
         return list(self._marks.items())  # one C call: atomic under the GIL
+
+
+class EventCollector:
+    """Serves the event counters and histograms from the plain values the hooks keep."""
+
+    def __init__(self, metrics: CoordinatorMetrics) -> None:
+        self._metrics = metrics
+        self._created_s = time.time()
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+    def collect(self) -> Iterable[Metric]:
+        m, created = self._metrics, self._created_s
+        results = CounterMetricFamily(
+            "tidemark_results", "Results decoded, by outcome.", labels=["outcome"]
+        )
+        for outcome, count in list(m.results.items()):
+            results.add_metric([outcome], count, created=created)
+        ignored = CounterMetricFamily(
+            "tidemark_ignored", "Results ignored, by reason.", labels=["reason"]
+        )
+        for reason, count in list(m.ignored_total.items()):
+            ignored.add_metric([reason], count, created=created)
+        rejected = CounterMetricFamily(
+            "tidemark_rejected", "Inputs rejected, by source topic.", labels=["topic"]
+        )
+        for topic, count in list(m.rejected_total.items()):
+            rejected.add_metric([topic], count, created=created)
+        families: list[Metric] = [results, ignored, rejected]
+        for name, documentation, count in (
+            ("tidemark_requeues", "Failures scheduled for a retry.", m.requeues),
+            ("tidemark_timeouts", "Attempts whose deadline passed.", m.timeouts),
+            ("tidemark_bypasses", "Windows given up (bypassed).", m.bypasses),
+            ("tidemark_tasks_dispatched", "Tasks sent to workers.", m.tasks),
+            ("tidemark_commits", "Commits sent, re-announced too.", m.commits),
+            (
+                "tidemark_stream_errors",
+                "Events of one stream that failed unexpectedly (isolated, retried later).",
+                m.stream_errors,
+            ),
+        ):
+            family = CounterMetricFamily(name, documentation)
+            family.add_metric([], count, created=created)
+            families.append(family)
+        families.append(
+            m.dispatch_delay.family(
+                "tidemark_dispatch_delay_seconds",
+                "How long after it was due a window was dispatched.",
+            )
+        )
+        families.append(
+            m.ack_to_commit.family(
+                "tidemark_ack_to_commit_seconds",
+                "From handling an ack to sending the commit that announces its window.",
+            )
+        )
+        return families
 
 
 class ProgressCollector:

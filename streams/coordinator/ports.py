@@ -20,5 +20,11 @@ class Emitter(Protocol):
         key: bytes,
         value: bytes | None,
         on_delivered: Callable[[], None] | None = None,
+        on_failed: Callable[[], None] | None = None,
     ) -> None:
-        """Queue a message (a None value is a tombstone); `on_delivered` runs once it is."""
+        """Queue a message (a None value is a tombstone).
+
+        `on_delivered` runs once the broker has it; `on_failed` once the producer gave it up.
+        Callbacks are only passed by the at-least-once (Faust) engine; a transactional engine's
+        emitter is called with the first three arguments alone.
+        """

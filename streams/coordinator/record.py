@@ -8,12 +8,21 @@ the outbox, which makes every advance of `downstream_ms` announced at least once
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from streams.core import Commit, CommittedWindow, StreamState, state_from_dict, state_to_dict
+from streams.core import (
+    Commit,
+    CommittedWindow,
+    StreamConfig,
+    StreamState,
+    config_to_dict,
+    state_from_dict,
+    state_to_dict,
+)
 
 
 @dataclass(slots=True)
@@ -25,6 +34,11 @@ class Record:
     outbox: list[CommittedWindow] = field(default_factory=list)
     # Bypass records (wire dicts) sent to `bypassed` whose delivery is not confirmed yet.
     pending_bypasses: list[dict[str, Any]] = field(default_factory=list)
+    # The config's JSON, keyed by the config object it encodes: a config changes only on an
+    # upsert, so most encodes reuse it.
+    _config_json: tuple[StreamConfig, orjson.Fragment] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @classmethod
     def new(cls, state: StreamState) -> Record:
@@ -35,13 +49,28 @@ class Record:
             self.outbox_previous_ms = commit.previous_ms
         self.outbox.extend(commit.windows)
 
-    def confirm_commit(self, delivered_ms: int) -> bool:
-        """Forget announced windows up to `delivered_ms`; return whether anything changed."""
-        kept = [w for w in self.outbox if w.end_ms > delivered_ms]
-        if len(kept) == len(self.outbox):
+    def confirm_commits(self, delivered: Iterable[tuple[int, int]]) -> bool:
+        """Forget the announced windows that a contiguous run of delivered commits covers.
+
+        `delivered` holds (previous_ms, downstream_ms) of commits the producer confirmed. Only
+        the prefix of the outbox they cover without a hole leaves it: a commit whose delivery
+        failed keeps its windows, and every later one, until they are delivered again.
+        Returns whether anything changed.
+        """
+        mark = self.outbox_previous_ms
+        spans = sorted(delivered)
+        moved = True
+        while moved:
+            moved = False
+            for previous_ms, downstream_ms in spans:
+                if previous_ms <= mark < downstream_ms:
+                    mark = downstream_ms
+                    moved = True
+        if mark == self.outbox_previous_ms:
             return False
+        kept = [w for w in self.outbox if w.end_ms > mark]
         self.outbox = kept
-        self.outbox_previous_ms = max(self.outbox_previous_ms, delivered_ms)
+        self.outbox_previous_ms = mark
         return True
 
     def confirm_bypasses(self, delivered: set[int]) -> bool:
@@ -63,7 +92,14 @@ class Record:
         )
 
     def encode(self) -> bytes:
-        doc: dict[str, Any] = {"s": state_to_dict(self.state)}
+        config = self.state.config
+        cached = self._config_json
+        if cached is None or cached[0] is not config:
+            cached = self._config_json = (
+                config,
+                orjson.Fragment(orjson.dumps(config_to_dict(config))),
+            )
+        doc: dict[str, Any] = {"s": state_to_dict(self.state, cached[1])}
         if self.outbox:
             doc["o"] = [
                 self.outbox_previous_ms,

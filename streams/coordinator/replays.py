@@ -27,6 +27,7 @@ from streams.core import (
 )
 from streams.core import replay as lane
 from streams.errors import InvalidInput
+from streams.wire import bypassed_key, encode_bypassed, encode_commit, encode_task
 
 log = logging.getLogger("streams.coordinator")
 
@@ -107,7 +108,7 @@ class ReplayLane:
         if state is None:
             return
         for window in state.listed:
-            self.emitter.send(self.topics.bypassed, f"{stream_id}/{window.start_ms}".encode(), None)
+            self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, window.start_ms), None)
         self.store.delete(stream_id)
 
     def rebuild(self, owned: Callable[[str], bool]) -> list[str]:
@@ -125,26 +126,28 @@ class ReplayLane:
     def forget(self, owned: Callable[[str], bool]) -> None:
         self._busy = {s for s in self._busy if not owned(s)}
 
+    def reset(self) -> None:
+        """Forget what is in memory; `rebuild` finds it again from the store."""
+        self._busy = set()
+
     def _emit(
         self, state: ReplayState, live: StreamState, decision: ReplayDecision, now_ms: int
     ) -> None:
         stream_id = state.stream_id
         key = stream_id.encode()
         for task in decision.tasks:
-            self.emitter.send(self.topics.tasks, key, orjson.dumps(task.to_wire()))
+            self.emitter.send(self.topics.tasks, key, encode_task(task))
         for start_ms in decision.unlisted:  # a tombstone: the window is no longer bypassed
-            self.emitter.send(self.topics.bypassed, f"{stream_id}/{start_ms}".encode(), None)
+            self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, start_ms), None)
         for record in decision.relisted:
-            self.emitter.send(self.topics.bypassed, record.key.encode(),
-                              orjson.dumps(record.to_wire()))  # fmt: skip
+            self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, record.start_ms),
+                              encode_bypassed(record))  # fmt: skip
         if decision.replayed:
             mark = live.downstream_ms  # a replay never moves the stream's progress
             commit = Commit(stream_id, mark, mark, now_ms, decision.replayed)
-            self.emitter.send(self.topics.commits, key, orjson.dumps(commit.to_wire()))
+            self.emitter.send(self.topics.commits, key, encode_commit(commit))
         if self.metrics is not None:
-            self.metrics.tasks.inc(len(decision.tasks))
-            if decision.replayed:
-                self.metrics.commits.inc()
+            self.metrics.replayed(len(decision.tasks), 1 if decision.replayed else 0)
         self.stats["replay_tasks"] += len(decision.tasks)
         self.stats["replayed"] += len(decision.replayed)
         self.stats["replay_failures"] += len(decision.relisted)

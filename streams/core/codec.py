@@ -16,11 +16,15 @@ from streams.errors import InvalidInput
 SCHEMA_VERSION = 1
 
 
-def state_to_dict(state: StreamState) -> dict[str, Any]:
-    """Encode `state`; `state_from_dict` inverts it exactly."""
+def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
+    """Encode `state`; `state_from_dict` inverts it exactly.
+
+    `config_doc`, when given, stands for `config_to_dict(state.config)`: a caller that encodes
+    the same config again and again passes it pre-encoded (the config rarely changes).
+    """
     return {
         "v": SCHEMA_VERSION,
-        "config": config_to_dict(state.config),
+        "config": config_to_dict(state.config) if config_doc is None else config_doc,
         "downstream_ms": state.downstream_ms,
         "announced_ms": state.announced_ms,
         "frontier_ms": state.frontier_ms,

@@ -45,8 +45,10 @@ class KafkaOutput:
         key: bytes,
         value: bytes | None,
         on_delivered: Callable[[], None] | None = None,
+        on_failed: Callable[[], None] | None = None,
     ) -> None:
-        """Queue one message; `on_delivered` runs on the event loop once the broker has it."""
+        """Queue one message; `on_delivered` (or `on_failed`) runs on the event loop once the
+        broker has it (or the producer gave it up)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         loop = self._loop
@@ -54,6 +56,8 @@ class KafkaOutput:
         def delivery(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
                 log.error("could not deliver to %s: %s", topic, err)
+                if on_failed is not None:
+                    loop.call_soon_threadsafe(on_failed)
             elif on_delivered is not None:
                 loop.call_soon_threadsafe(on_delivered)
 

@@ -1,8 +1,9 @@
 """In-process fakes for the coordinator's Processor: a dict store, a recording emitter, a driver.
 
-The driver plays the part of the Faust app: it sends `control`/`results` values with the key and
+The driver plays the part of an engine: it sends `control`/`results` values with the key and
 partition a murmur2 producer would use, numbers offsets, and turns `partitions_to_tick` into tick
-messages, all at explicit `now_ms` values.
+messages, all at explicit `now_ms` values. `Driver(transactional=True)` plays the confluent
+engine instead: no delivery callbacks, and `checkpoint(now_ms)` where it commits a transaction.
 """
 
 from __future__ import annotations
@@ -55,34 +56,55 @@ class Sent:
     key: bytes
     value: bytes
     on_delivered: Callable[[], None] | None
+    on_failed: Callable[[], None] | None = None
 
     def json(self) -> Any:
         return json.loads(self.value)
 
 
 class RecordingEmitter:
-    """Records every send; delivery callbacks run only when a test says the producer confirmed.
+    """Records every send; delivery callbacks run only when a test says what the producer did.
 
-    `deliver_all()` confirms everything sent so far, in order; `drop_pending()` forgets the
-    callbacks, which is what a crash does to records the producer had not confirmed.
+    `deliver_all()` confirms everything sent so far, in order; `fail_all()` reports it all as
+    given up; `settle(delivered)` confirms what `delivered(sent)` accepts and fails the rest;
+    `drop_pending()` forgets the callbacks, which is what a crash does to unconfirmed records.
     """
 
     def __init__(self) -> None:
         self.sent: list[Sent] = []
-        self._pending: list[Callable[[], None]] = []
+        self._pending: list[Sent] = []
 
     def send(
-        self, topic: str, key: bytes, value: bytes, on_delivered: Callable[[], None] | None = None
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        on_delivered: Callable[[], None] | None = None,
+        on_failed: Callable[[], None] | None = None,
     ) -> None:
-        self.sent.append(Sent(topic, key, value, on_delivered))
-        if on_delivered is not None:
-            self._pending.append(on_delivered)
+        sent = Sent(topic, key, value, on_delivered, on_failed)
+        self.sent.append(sent)
+        if on_delivered is not None or on_failed is not None:
+            self._pending.append(sent)
+
+    def settle(self, delivered: Callable[[Sent], bool]) -> int:
+        """Confirm the pending sends `delivered` accepts and fail the others; return how many."""
+        pending, self._pending = self._pending, []
+        for sent in pending:
+            callback = sent.on_delivered if delivered(sent) else sent.on_failed
+            if callback is not None:
+                callback()
+        return len(pending)
 
     def deliver_all(self) -> int:
-        pending, self._pending = self._pending, []
-        for callback in pending:
-            callback()
-        return len(pending)
+        return self.settle(lambda sent: True)
+
+    def fail_all(self) -> int:
+        return self.settle(lambda sent: False)
+
+    def callbacks_passed(self) -> int:
+        """How many sends carried a delivery callback."""
+        return sum(1 for s in self.sent if s.on_delivered is not None or s.on_failed is not None)
 
     def drop_pending(self) -> None:
         self._pending = []
@@ -107,6 +129,7 @@ class Driver:
         flush_ms: int = 200,
         partitions: int = PARTITIONS,
         replay_store: InMemoryStore | None = None,
+        transactional: bool = False,
     ) -> None:
         self.store = InMemoryStore() if store is None else store
         self.replay_store = InMemoryStore() if replay_store is None else replay_store
@@ -114,6 +137,7 @@ class Driver:
         self.topics = Topics()
         self.partitions = partitions
         self.flush_ms = flush_ms
+        self.transactional = transactional
         self.processor = Processor(
             self.topics,
             partitions,
@@ -122,13 +146,23 @@ class Driver:
             flush_ms,
             replay_store=self.replay_store,
             replay_concurrency=1,
+            transactional=transactional,
         )
         self._offsets: dict[str, int] = {}
 
     def restart(self) -> Driver:
-        """A new process over the same table: nothing in memory survives, callbacks are lost."""
+        """A new process over the same table: nothing in memory survives, callbacks are lost.
+
+        Transactional, what was not checkpointed is lost too (its transaction never committed).
+        """
         self.emitter.drop_pending()
-        return Driver(self.store, self.flush_ms, self.partitions, self.replay_store)
+        return Driver(
+            self.store, self.flush_ms, self.partitions, self.replay_store, self.transactional
+        )
+
+    def checkpoint(self, now_ms: int) -> None:
+        """Where the transactional engine commits: state written, commits flushed."""
+        self.processor.checkpoint(now_ms)
 
     def partition(self, stream_id: str) -> int:
         return partition_of(stream_id.encode(), self.partitions)

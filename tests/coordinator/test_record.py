@@ -104,32 +104,61 @@ def test_announce_keeps_the_previous_ms_of_the_oldest_unconfirmed_commit() -> No
     )
 
 
-def test_confirm_commit_forgets_the_windows_up_to_the_delivered_point() -> None:
+def test_confirm_commits_forgets_the_windows_delivered_commits_cover() -> None:
     record = Record(busy_state(), at(10, 0), [cw(0), cw(1), cw(2)])
 
-    assert record.confirm_commit(at(10, 2)) is True
+    assert record.confirm_commits([(at(10, 0), at(10, 1)), (at(10, 1), at(10, 2))]) is True
     assert record.outbox == [cw(2)] and record.outbox_previous_ms == at(10, 2)
     assert record.outbox_commit(at(10, 9)) == Commit(
         "cluster-a", at(10, 3), at(10, 2), at(10, 9), (cw(2),)
     )
 
-    assert record.confirm_commit(at(10, 1)) is False  # an older confirmation changes nothing
+    assert record.confirm_commits([(at(10, 0), at(10, 1))]) is False  # older: no change
     assert record.outbox == [cw(2)] and record.outbox_previous_ms == at(10, 2)
 
-    assert record.confirm_commit(at(10, 3)) is True
+    assert record.confirm_commits([(at(10, 2), at(10, 3))]) is True
     assert record.outbox == [] and record.outbox_commit(at(10, 9)) is None
     announced_after = Commit("cluster-a", at(10, 4), at(10, 3), at(10, 9), (cw(3),))
     record.announce(announced_after)  # the next commit starts a fresh outbox
     assert record.outbox_commit(at(10, 9)) == announced_after
 
 
-def test_confirm_commit_of_a_partial_ack_keeps_the_window_past_it() -> None:
+def test_a_commit_delivered_after_one_that_failed_leaves_the_outbox_as_it_was() -> None:
+    record = Record(busy_state(), at(10, 0), [cw(0), cw(1), cw(2)])
+
+    # (10:00, 10:01] failed and (10:01, 10:02] was delivered: a hole, so nothing may leave
+    assert record.confirm_commits([(at(10, 1), at(10, 2))]) is False
+    assert record.outbox == [cw(0), cw(1), cw(2)]
+    # the outbox announced again as one commit, delivered this time
+    assert record.confirm_commits([(at(10, 1), at(10, 2)), (at(10, 0), at(10, 3))]) is True
+    assert record.outbox == [] and record.outbox_previous_ms == at(10, 3)
+
+
+def test_a_re_announced_commit_from_before_the_mark_confirms_past_it() -> None:
+    record = Record(busy_state(), at(10, 1), [cw(1), cw(2)])
+    assert record.confirm_commits([(at(10, 0), at(10, 2))]) is True
+    assert record.outbox == [cw(2)] and record.outbox_previous_ms == at(10, 2)
+
+
+def test_confirm_commits_of_a_partial_ack_keeps_the_window_past_it() -> None:
     partial = CommittedWindow(at(10, 0), at(10, 0, 30), "ack", 1)
     rest = CommittedWindow(at(10, 0, 30), at(10, 1), "ack", 1)
     record = Record(busy_state(), at(10, 0), [partial, rest])
 
-    assert record.confirm_commit(at(10, 0, 30)) is True
+    assert record.confirm_commits([(at(10, 0), at(10, 0, 30))]) is True
     assert record.outbox == [rest] and record.outbox_previous_ms == at(10, 0, 30)
+
+
+def test_the_config_json_is_reused_until_the_config_changes() -> None:
+    record = Record.new(busy_state())
+    first = record.encode()
+    cached = record._config_json
+    assert cached is not None and cached[0] is record.state.config
+    assert record.encode() == first and record._config_json is cached
+
+    record.state.config = StreamConfig("cluster-a", T0, max_in_flight=2)
+    changed = Record.decode(record.encode())
+    assert changed.state.config.max_in_flight == 2 and record._config_json is not cached
 
 
 def test_confirm_bypasses_forgets_the_delivered_records_by_start() -> None:

@@ -1,0 +1,203 @@
+"""The Processor in-process over tests/coordinator/fakes.py: results per second, no Kafka at all.
+
+Only the Processor's own calls are timed (inputs, ticks, checkpoints, delivery callbacks); the
+results it is fed are built beforehand. Two workloads, each in both modes (Faust's
+at-least-once, and transactional with a checkpoint every `--checkpoint-every` results, as the
+confluent engine does per transaction):
+
+- catching-up: `--streams` streams 20 days behind, every task acked at once;
+- live: `--streams` streams of 1 s windows, ticked every second, 1 result in 10 a nack.
+
+    .venv/bin/python bench/processor_bench.py              # the figures
+    .venv/bin/python bench/processor_bench.py --profile catching-up-transactional
+    .venv/bin/python bench/processor_bench.py --root /tmp/base --modes faust   # another checkout
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import platform
+import pstats
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+DAY_MS = 86_400_000
+NOW_MS = 1_798_500_000_000  # 2026-12-29, a fixed clock
+
+
+@dataclass
+class Figure:
+    case: str
+    results: int
+    elapsed_s: float
+
+    def line(self) -> str:
+        rate = self.results / self.elapsed_s
+        return (
+            f"{self.case:<28} {self.results:>8} results  {rate:>9,.0f}/s  {1e6 / rate:6.1f} µs each"
+        )
+
+
+def _driver(transactional: bool) -> Any:
+    from tests.coordinator.fakes import Driver
+
+    if transactional:
+        return Driver(flush_ms=200, transactional=True)
+    return Driver(flush_ms=200)
+
+
+def _tasks(d: Any) -> list[dict[str, Any]]:
+    tasks = d.topics.tasks
+    return [orjson.loads(s.value) for s in d.emitter.sent if s.topic == tasks]
+
+
+def _result(task: dict[str, Any], nack: bool) -> bytes:
+    fields = {k: task[k] for k in ("stream_id", "start_ms", "end_ms", "attempt")}
+    if nack:
+        fields.update(outcome="nack", error={"kind": "no_data", "message": "not yet"})
+    else:
+        fields.update(outcome="ack", ack_ms=task["end_ms"])
+    return orjson.dumps(fields)
+
+
+class _Run:
+    """Feeds one driver and times only the Processor's calls."""
+
+    def __init__(self, transactional: bool, checkpoint_every: int) -> None:
+        self.d = _driver(transactional)
+        self.transactional = transactional
+        self.checkpoint_every = checkpoint_every
+        self.handled = 0
+        self.elapsed_s = 0.0
+
+    def feed(self, tasks: list[dict[str, Any]], now_ms: int, nack: Callable[[dict], bool]) -> None:
+        d, p = self.d, self.d.processor
+        topic = d.topics.results
+        batch = [
+            (d.partition(t["stream_id"]), t["stream_id"].encode(), _result(t, nack(t)))
+            for t in tasks
+        ]
+        d.emitter.sent = []
+        on_message, every = p.on_message, self.checkpoint_every
+        checkpoint = p.checkpoint if self.transactional else None
+        handled = self.handled
+        began = time.perf_counter()
+        for partition, key, raw in batch:
+            on_message(topic, partition, handled, key, raw, now_ms)
+            handled += 1
+            if checkpoint is not None and handled % every == 0:
+                checkpoint(now_ms)
+        if not self.transactional:
+            d.emitter.deliver_all()
+        self.elapsed_s += time.perf_counter() - began
+        self.handled = handled
+
+    def tick(self, now_ms: int) -> None:
+        p = self.d.processor
+        began = time.perf_counter()
+        for partition in p.partitions_to_tick(now_ms):
+            p.on_tick(partition, now_ms)
+        if self.transactional:
+            p.checkpoint(now_ms)
+        self.elapsed_s += time.perf_counter() - began
+
+
+def catching_up(transactional: bool, streams: int, total: int, checkpoint_every: int) -> Figure:
+    run = _Run(transactional, checkpoint_every)
+    d = run.d
+    d.processor.on_assigned(range(d.partitions))
+    now = NOW_MS
+    for i in range(streams):
+        d.upsert(f"cluster-{i}", now, start_ms=now - 20 * DAY_MS, window_ms=60_000, step_ms=15_000)
+    run.tick(now)
+    tasks = _tasks(d)  # each stream's first window, dispatched by its upsert
+    run.handled, run.elapsed_s = 0, 0.0
+    if not tasks:
+        raise SystemExit("nothing was dispatched")
+    while run.handled < total:
+        run.feed(tasks, now, lambda t: False)
+        now += 1
+        tasks = _tasks(d)
+    mode = "transactional" if transactional else "faust"
+    return Figure(f"catching-up, {mode}", run.handled, run.elapsed_s)
+
+
+def live(transactional: bool, streams: int, total: int, checkpoint_every: int) -> Figure:
+    run = _Run(transactional, checkpoint_every)
+    d = run.d
+    d.processor.on_assigned(range(d.partitions))
+    now = NOW_MS - NOW_MS % 1000
+    retry = {"strategy": "fixed", "interval_ms": 1000}
+    for i in range(streams):
+        d.upsert(
+            f"live-{i}", now, start_ms=now, window_ms=1000, step_ms=1000, retry=retry,
+            bypass_after_ms=5000,
+        )  # fmt: skip
+    run.handled, run.elapsed_s = 0, 0.0
+
+    def nack(task: dict[str, Any]) -> bool:  # 1 in 10, the same for the same task
+        return zlib.crc32(task["task_id"].encode()) % 10 == 0
+
+    while run.handled < total:
+        now += 1000
+        d.emitter.sent = []
+        run.tick(now)
+        tasks = _tasks(d)
+        if not tasks:
+            raise SystemExit("nothing was dispatched")
+        run.feed(tasks, now + 50, nack)
+    mode = "transactional" if transactional else "faust"
+    return Figure(f"live with nacks, {mode}", run.handled, run.elapsed_s)
+
+
+CASES = {
+    "catching-up-faust": lambda a: catching_up(False, a.streams, a.results, a.checkpoint_every),
+    "catching-up-transactional": lambda a: catching_up(
+        True, a.streams, a.results, a.checkpoint_every
+    ),
+    "live-faust": lambda a: live(False, a.streams, a.results, a.checkpoint_every),
+    "live-transactional": lambda a: live(True, a.streams, a.results, a.checkpoint_every),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=2000)
+    parser.add_argument("--results", type=int, default=40_000)
+    parser.add_argument("--checkpoint-every", type=int, default=1000)
+    parser.add_argument("--modes", default="faust,transactional")
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--profile", choices=sorted(CASES), help="cProfile one case instead")
+    args = parser.parse_args()
+    sys.path.insert(0, str(args.root))
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        figure = CASES[args.profile](args)
+        profiler.disable()
+        print(figure.line())
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        return
+    modes = args.modes.split(",")
+    print(
+        f"Processor in-process, {args.streams} streams, checkpoint every "
+        f"{args.checkpoint_every} results; {platform.machine()}, Python {platform.python_version()}"
+    )
+    for name, case in CASES.items():
+        if name.rsplit("-", 1)[1] not in modes:
+            continue
+        best = min((case(args) for _ in range(args.repeat)), key=lambda f: f.elapsed_s / f.results)
+        print(best.line())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""The input path: decode → load → decide → save → emit, for one `control` or `results` input.
+
+Malformed input is rejected (to `rejected`, with a reason), never raised. An unexpected exception
+while handling a stream is isolated to that stream: its record goes back to how it was before the
+event, the event is counted (`stream_errors`) and logged, and the input is rejected with a reason.
+Errors of the engine (a `TidemarkError` other than `InvalidInput`: broker, transaction) are not
+the stream's fault and propagate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import orjson
+
+from streams.coordinator.announcer import Announcer, Message, send_all
+from streams.coordinator.index import DueIndex
+from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.ports import Emitter
+from streams.coordinator.record import Record
+from streams.coordinator.records import Records
+from streams.coordinator.replays import ReplayLane
+from streams.coordinator.topics import Topics
+from streams.core import (
+    Decision,
+    Delete,
+    Replay,
+    Result,
+    Upsert,
+    apply_control,
+    apply_result,
+    next_due_ms,
+)
+from streams.errors import InvalidInput, TidemarkError
+from streams.kafka.partitioner import partition_of
+from streams.wire import decode_control, decode_result, rejected_value
+
+log = logging.getLogger("streams.coordinator")
+
+
+class _Rejected(Exception):
+    """The core rejected the input with this reason (and changed nothing)."""
+
+
+class Inputs:
+    def __init__(
+        self,
+        topics: Topics,
+        partitions: int,
+        records: Records,
+        announcer: Announcer,
+        emitter: Emitter,
+        index: DueIndex,
+        replays: ReplayLane | None,
+        stats: Counter[str],
+        metrics: CoordinatorMetrics,
+    ) -> None:
+        self.topics = topics
+        self.partitions = partitions
+        self.records = records
+        self.announcer = announcer
+        self.emitter = emitter
+        self.index = index
+        self.replays = replays
+        self.stats = stats
+        self.metrics = metrics
+        self._loaded: str | None = None  # the stream whose record the current event holds
+
+    def handle(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        now_ms: int,
+    ) -> None:
+        """Handle one input of `control` or `results` (anything else is rejected)."""
+        self._loaded = None
+        try:
+            if topic == self.topics.results:
+                self._result(partition, key, value, now_ms)
+            elif topic == self.topics.control:
+                self._control(partition, key, value, now_ms)
+            else:
+                raise InvalidInput("topic", f"{topic!r} is not an input topic")
+        except _Rejected as exc:
+            self.reject(topic, partition, offset, str(exc), key, value)
+        except InvalidInput as exc:
+            if self._loaded is not None:
+                self.records.discard(self._loaded)
+            self.reject(topic, partition, offset, str(exc), key, value)
+        except TidemarkError:
+            raise
+        except Exception as exc:
+            stream_id = self._loaded
+            if stream_id is not None:
+                self.failed(stream_id, exc)
+            else:
+                log.exception("input %s[%d]@%d failed", topic, partition, offset)
+                self.stats["stream_errors"] += 1
+                self.metrics.stream_error()
+            reason = f"internal: handling it failed ({type(exc).__name__}: {exc})"
+            self.reject(topic, partition, offset, reason, key, value)
+
+    def _result(self, partition: int, key: bytes | None, value: bytes | None, now_ms: int) -> None:
+        result = decode_result(value)
+        stream_id = result.stream_id
+        self._check_key(stream_id, key, partition)
+        self.stats[f"results_{result.outcome}"] += 1
+        self.metrics.result(result.outcome)
+        record = self.load(stream_id)
+        replays = self.replays
+        if (
+            record is not None
+            and replays is not None
+            and replays.busy(stream_id)
+            and self._replay_result(partition, record, result, now_ms)
+        ):
+            return
+        decision = apply_result(record.state if record else None, result, now_ms)
+        if self._settled(decision):
+            return
+        self.metrics.accepted(stream_id, result, now_ms)
+        self.apply(partition, stream_id, record, decision, now_ms)
+
+    def _control(self, partition: int, key: bytes | None, value: bytes | None, now_ms: int) -> None:
+        control = decode_control(value)
+        stream_id = control.config.stream_id if isinstance(control, Upsert) else control.stream_id
+        self._check_key(stream_id, key, partition)
+        if isinstance(control, Delete):
+            self._delete(partition, stream_id, control, now_ms)
+            return
+        record = self.load(stream_id)
+        if isinstance(control, Replay):
+            self._replay_request(partition, record, control, now_ms)
+            return
+        decision = apply_control(record.state if record else None, control, now_ms)
+        if not self._settled(decision):
+            self.apply(partition, stream_id, record, decision, now_ms)
+
+    def _delete(self, partition: int, stream_id: str, control: Delete, now_ms: int) -> None:
+        """A delete always works, whatever bytes are stored for the stream."""
+        try:
+            record = self.load(stream_id)
+        except InvalidInput:
+            record = None
+        if record is not None:
+            decision = apply_control(record.state, control, now_ms)
+            if decision.rejected is None:
+                self.apply(partition, stream_id, record, decision, now_ms)
+                return
+        if not self.records.exists(stream_id):
+            raise InvalidInput("stream_id", "unknown stream")
+        log.warning("deleting %r, whose stored state is unreadable or inconsistent", stream_id)
+        self.apply(partition, stream_id, None, Decision(None), now_ms)
+
+    def _settled(self, decision: Decision) -> bool:
+        """Whether the decision was rejected (raised, to be rejected) or ignored (counted)."""
+        if decision.rejected is not None:
+            raise _Rejected(decision.rejected)
+        if decision.ignored is not None:
+            self.stats[decision.ignored] += 1
+            self.metrics.ignored(decision.ignored)
+            return True
+        return False
+
+    def load(self, stream_id: str) -> Record | None:
+        """The stream's record with delivery confirmations applied; None if it has none."""
+        record = self.records.load(stream_id)
+        self._loaded = stream_id
+        if record is not None and not self.announcer.transactional:
+            self.announcer.confirm(stream_id, record)
+        return record
+
+    def apply(
+        self,
+        partition: int,
+        stream_id: str,
+        record: Record | None,
+        decision: Decision,
+        now_ms: int,
+    ) -> None:
+        """Emit what the decision says, flush commits when due, save, and re-index.
+
+        Every output is built and the record encoded before anything is sent, so that an event
+        that fails on the way sends nothing.
+        """
+        self._loaded = stream_id
+        state = decision.state
+        self.stats["timeouts"] += decision.timeouts
+        self.stats["requeues"] += decision.requeues
+        if state is None:
+            self.records.delete(stream_id)
+            if self.replays is not None:
+                self.replays.delete(stream_id)
+            self.index.set(partition, stream_id, None)
+            self.announcer.forget(stream_id)
+            self.metrics.applied(partition, stream_id, decision)
+            return
+        if record is None:
+            record = Record.new(state)
+        record.state = state
+        out: list[Message] = []
+        tasks = decision.tasks
+        if tasks:
+            key = stream_id.encode()
+            topic = self.topics.tasks
+            dumps = orjson.dumps
+            for task in tasks:
+                out.append((topic, key, dumps(task.to_wire()), None, None))
+            self.stats["tasks"] += len(tasks)
+        if decision.bypasses:
+            for bypass in decision.bypasses:
+                self.announcer.bypass(record, bypass, out)
+            if self.replays is not None:
+                self.replays.note_bypasses(stream_id, decision.bypasses)
+        flush_at = self.announcer.flush_if_due(record, now_ms, out)
+        encoded = self.records.encode(record)
+        send_all(self.emitter, out)
+        self.records.save(stream_id, record, encoded)
+        if not self.announcer.transactional:
+            self.announcer.saved(stream_id, record)
+        self.metrics.applied(partition, stream_id, decision)
+        self.reindex(partition, record, flush_at)
+
+    def reindex(self, partition: int, record: Record, flush_at: int | None = None) -> None:
+        """When the stream next needs the clock: a dispatch, a deadline, a flush or a replay."""
+        stream_id = record.state.config.stream_id
+        wake = next_due_ms(record.state)
+        if flush_at is not None and (wake is None or flush_at < wake):
+            wake = flush_at
+        replays = self.replays
+        if replays is not None and replays.busy(stream_id):
+            replay_ms = replays.next_due_ms(stream_id)
+            if replay_ms is not None and (wake is None or replay_ms < wake):
+                wake = replay_ms
+        self.index.set(partition, stream_id, wake)
+
+    def failed(self, stream_id: str, exc: BaseException) -> None:
+        """An event of the stream raised: put its record back and count it (no other stream
+        is touched)."""
+        self.records.discard(stream_id)
+        self.stats["stream_errors"] += 1
+        self.metrics.stream_error()
+        log.error("handling stream %r failed; it is retried later", stream_id, exc_info=exc)
+
+    def reject(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        reason: str,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> None:
+        self.stats["rejected"] += 1
+        self.metrics.rejected(topic)
+        log.warning("rejected %s[%d]@%d: %s", topic, partition, offset, reason)
+        self.emitter.send(
+            self.topics.rejected,
+            key or b"",
+            rejected_value(topic, partition, offset, reason, key, value),
+        )
+
+    def _check_key(self, stream_id: str, key: bytes | None, partition: int) -> None:
+        expected = stream_id.encode()
+        if key != expected:
+            raise InvalidInput("key", f"must be the stream_id {stream_id!r} as UTF-8")
+        owner = partition_of(expected, self.partitions)
+        if owner != partition:
+            raise InvalidInput(
+                "partition",
+                f"key {stream_id!r} belongs to partition {owner} of {self.partitions}, "
+                f"not {partition}; produce with the murmur2 partitioner "
+                "(confluent-kafka: partitioner=murmur2_random)",
+            )
+
+    def _replay_request(
+        self, partition: int, record: Record | None, replay: Replay, now_ms: int
+    ) -> None:
+        if record is None:
+            raise InvalidInput("stream_id", "unknown stream")
+        if self.replays is None:
+            raise InvalidInput("type", "replay is not enabled on this coordinator")
+        rejected = self.replays.request(record.state, replay, now_ms)
+        if rejected is not None:
+            raise InvalidInput("replay", rejected)
+        self.reindex(partition, record)
+
+    def _replay_result(self, partition: int, record: Record, result: Result, now_ms: int) -> bool:
+        """Handle a result of the replay lane; False when it belongs to the live lane."""
+        assert self.replays is not None
+        decision = self.replays.on_result(record.state, result, now_ms)
+        if decision is None:
+            return False
+        if decision.rejected is not None:
+            raise InvalidInput("attempt", decision.rejected)
+        if decision.ignored is not None:
+            self.stats[decision.ignored] += 1
+            self.metrics.ignored(decision.ignored)
+        self.reindex(partition, record)
+        return True

@@ -1,0 +1,183 @@
+"""Partition ownership and time: which partitions this coordinator owns, their due-index, the
+ticks that drive it, and the rebuild of a partition from the store.
+
+A partition is rebuilt (indexed, its outboxes announced again) when it is assigned and after a
+reset, before any input or tick of it is handled, so that a new owner never announces a commit
+ahead of the ones its predecessor left unconfirmed. The partitions are those of `control` and
+`results` (the Faust app passes its tick partitions, which are numbered alike).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from streams.coordinator.announcer import Announcer
+from streams.coordinator.index import DueIndex
+from streams.coordinator.inputs import Inputs
+from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.records import Records
+from streams.coordinator.replays import ReplayLane
+from streams.core import advance, next_due_ms
+from streams.errors import InvalidInput, TidemarkError
+from streams.kafka.partitioner import partition_of
+
+log = logging.getLogger("streams.coordinator")
+
+# A tick that has not come back after this long is considered lost and sent again.
+TICK_RESEND_MS = 5000
+# A stream whose time-driven work raised is tried again after this long.
+RETRY_AFTER_ERROR_MS = 5000
+
+
+class Ownership:
+    def __init__(
+        self,
+        partitions: int,
+        records: Records,
+        announcer: Announcer,
+        inputs: Inputs,
+        index: DueIndex,
+        replays: ReplayLane | None,
+        metrics: CoordinatorMetrics,
+    ) -> None:
+        self.partitions = partitions
+        self.records = records
+        self.announcer = announcer
+        self.inputs = inputs
+        self.index = index
+        self.replays = replays
+        self.metrics = metrics
+        self.assigned: set[int] = set()
+        self.unbuilt: set[int] = set()
+        self._tick_sent: dict[int, int] = {}
+
+    def partition(self, stream_id: str) -> int:
+        return partition_of(stream_id.encode(), self.partitions)
+
+    def owned_by(self, partitions: set[int]) -> Callable[[str], bool]:
+        return lambda stream_id: partition_of(stream_id.encode(), self.partitions) in partitions
+
+    # -- assignment ----------------------------------------------------------------------
+
+    def on_assigned(self, partitions: Iterable[int]) -> None:
+        for p in partitions:
+            if p not in self.assigned:
+                self.assigned.add(p)
+                self.unbuilt.add(p)
+                self._tick_sent.pop(p, None)
+
+    def on_revoked(self, partitions: Iterable[int]) -> None:
+        revoked = set(partitions)
+        for p in revoked:
+            self.assigned.discard(p)
+            self.unbuilt.discard(p)
+            self._tick_sent.pop(p, None)
+            self.index.drop(p)
+            self.metrics.drop_partition(p)
+        if revoked:
+            owned = self.owned_by(revoked)
+            self.records.forget(owned)
+            self.announcer.forget_where(owned)
+            if self.replays is not None:
+                self.replays.forget(owned)
+
+    def reset(self) -> None:
+        """Everything in memory is void: every owned partition is rebuilt before it is used."""
+        for p in self.assigned:
+            self.index.drop(p)
+        self.unbuilt = set(self.assigned)
+        self._tick_sent.clear()
+
+    def wake(self, stream_id: str) -> None:
+        """Have the stream's time-driven work run at the next tick of its partition."""
+        p = self.partition(stream_id)
+        if p in self.assigned:
+            self.index.set(p, stream_id, 0)
+
+    # -- ticks ---------------------------------------------------------------------------
+
+    def partitions_to_tick(self, now_ms: int) -> list[int]:
+        """Owned partitions that need a tick now: unbuilt, or with something due."""
+        due = []
+        for p in sorted(self.assigned):
+            sent = self._tick_sent.get(p)
+            if sent is not None and now_ms - sent < TICK_RESEND_MS:
+                continue  # one tick in flight per partition is enough
+            wake = self.index.next_wake_ms(p)
+            if p in self.unbuilt or (wake is not None and wake <= now_ms):
+                self._tick_sent[p] = now_ms
+                due.append(p)
+        return due
+
+    def on_tick(self, partition: int, now_ms: int) -> None:
+        """Time-driven work of one partition: dispatches, deadlines, flushes and re-sends due.
+
+        Each stream is handled on its own: one that raises is put back and retried later, and
+        the others go on.
+        """
+        self._tick_sent.pop(partition, None)
+        if partition not in self.assigned:
+            return
+        if self.unbuilt:
+            self.build(now_ms)
+        due = self.index.pop_due(partition, now_ms)
+        for i, stream_id in enumerate(due):
+            try:
+                self._tick_stream(partition, stream_id, now_ms)
+            except TidemarkError as exc:
+                if not isinstance(exc, InvalidInput):
+                    for left in due[i:]:  # the engine's error: leave nothing unindexed
+                        self.index.set(partition, left, now_ms)
+                    raise
+                self._failed(partition, stream_id, exc, now_ms)
+            except Exception as exc:
+                self._failed(partition, stream_id, exc, now_ms)
+
+    def _tick_stream(self, partition: int, stream_id: str, now_ms: int) -> None:
+        try:
+            record = self.inputs.load(stream_id)
+        except InvalidInput as exc:
+            log.error("tick for %r skipped: %s", stream_id, exc)
+            return
+        if record is None:
+            return
+        if self.announcer.take_resend(stream_id):  # a delivery failed: announce again
+            self.announcer.reannounce(record, now_ms)
+        if self.replays is not None:
+            self.replays.advance(record.state, now_ms)
+        self.inputs.apply(partition, stream_id, record, advance(record.state, now_ms), now_ms)
+
+    def _failed(self, partition: int, stream_id: str, exc: BaseException, now_ms: int) -> None:
+        self.inputs.failed(stream_id, exc)
+        self.index.set(partition, stream_id, now_ms + RETRY_AFTER_ERROR_MS)
+
+    # -- rebuild -------------------------------------------------------------------------
+
+    def build(self, now_ms: int) -> None:
+        """Index the streams of every unbuilt partition and announce their outboxes again."""
+        partitions = set(self.unbuilt)
+        owned = self.owned_by(partitions)
+        transactional = self.announcer.transactional
+        count = 0
+        for stream_id, record in self.records.scan(owned):
+            if record is None:
+                continue  # unreadable: logged, left alone
+            count += 1
+            p = self.partition(stream_id)
+            self.metrics.track(p, record.state)
+            if self.announcer.reannounce(record, now_ms):
+                self.records.save(stream_id, record, self.records.encode(record))
+            wake = next_due_ms(record.state)
+            if record.state.unannounced:
+                if transactional:
+                    self.announcer.note_unflushed(stream_id)
+                else:
+                    wake = now_ms if wake is None else min(wake, now_ms)
+            self.index.set(p, stream_id, wake)
+        if self.replays is not None:
+            for stream_id in self.replays.rebuild(owned):
+                # its first tick re-indexes it fully
+                self.index.set(self.partition(stream_id), stream_id, now_ms)
+        self.unbuilt -= partitions
+        log.info("indexed %d streams of partitions %s", count, sorted(partitions))
