@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from streams.clock import now_ms
@@ -25,6 +26,7 @@ from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
 from streams.coordinator.web import HealthServer
+from streams.errors import TidemarkError
 from streams.kafka.changelog import read_to_end, watermarks
 from streams.kafka.lag import LagReader
 from streams.kafka.transactions import (
@@ -72,7 +74,15 @@ class _Emitter:
     def __init__(self, clients: TransactionalClients) -> None:
         self._produce = clients.produce
 
-    def send(self, topic: str, key: bytes, value: bytes | None, on_delivered: Any = None) -> None:
+    def send(
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes | None,
+        on_delivered: Callable[[], None] | None = None,
+        on_failed: Callable[[], None] | None = None,
+    ) -> None:
+        """Delivery callbacks are never passed in transactional mode: the commit confirms all."""
         self._produce(topic, key, value)
 
 
@@ -155,6 +165,9 @@ class ConfluentEngine:
                 self._abort()
             except TransactionFatal as exc:
                 log.error("%s; exiting", exc)
+                raise SystemExit(1) from exc
+            except TidemarkError as exc:  # e.g. a restore that found no broker
+                log.error("%s; exiting (a restart carries on from the last commit)", exc)
                 raise SystemExit(1) from exc
         self._stop()
 

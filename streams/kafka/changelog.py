@@ -28,10 +28,23 @@ def watermarks(settings: KafkaSettings, topic: str, partition: int) -> tuple[int
     """(low, high) offsets of a partition."""
     consumer = Consumer(settings.librdkafka(**{"group.id": f"{topic}-restore"}))
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-        return int(low), int(high)
+        return watermarks_of(consumer, topic, partition)
     finally:
         consumer.close()
+
+
+def watermarks_of(consumer: Consumer, topic: str, partition: int) -> tuple[int, int]:
+    """(low, high) of a partition, asking again while it has no leader (a fresh topic)."""
+    deadline = time.monotonic() + STALL_TIMEOUT_S
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            return int(low), int(high)
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if not err.retriable() or time.monotonic() > deadline:
+                raise BrokerUnavailable(f"offsets of {topic}[{partition}]: {err.str()}") from exc
+            time.sleep(0.2)
 
 
 def has_records(settings: KafkaSettings, topic: str, partitions: int) -> bool:
@@ -67,7 +80,7 @@ def read_to_end(
         )
     )
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        low, high = watermarks_of(consumer, topic, partition)
         if high <= max(low, from_offset):
             return  # nothing past what we have
         consumer.assign([TopicPartition(topic, partition, max(from_offset, low))])

@@ -25,6 +25,7 @@ from confluent_kafka import (
 )
 
 from streams.errors import TidemarkError
+from streams.kafka.changelog import watermarks_of
 from streams.kafka.settings import KafkaSettings
 
 log = logging.getLogger("streams.kafka")
@@ -189,8 +190,7 @@ class TransactionalClients:
         for tp in found:
             offset = tp.offset
             if offset == OFFSET_INVALID or offset < 0:
-                low, _ = self._consumer.get_watermark_offsets(tp, timeout=CALL_TIMEOUT_S)
-                offset = low
+                offset, _ = watermarks_of(self._consumer, tp.topic, tp.partition)
             offsets[(tp.topic, tp.partition)] = offset
         return offsets
 
