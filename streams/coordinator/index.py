@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import heapq
 
+_SLACK = 1024
+
 
 class DueIndex:
     """Per partition, a heap of (wake_ms, stream_id) with lazy deletion."""
@@ -17,14 +19,23 @@ class DueIndex:
         self._wake: dict[int, dict[str, int]] = {}
 
     def set(self, partition: int, stream_id: str, wake_ms: int | None) -> None:
-        wakes = self._wake.setdefault(partition, {})
+        wakes = self._wake.get(partition)
+        if wakes is None:
+            wakes = self._wake[partition] = {}
+            self._heaps[partition] = []
         if wake_ms is None:
             wakes.pop(stream_id, None)
             return
         if wakes.get(stream_id) == wake_ms:
             return
         wakes[stream_id] = wake_ms
-        heapq.heappush(self._heaps.setdefault(partition, []), (wake_ms, stream_id))
+        heap = self._heaps[partition]
+        heapq.heappush(heap, (wake_ms, stream_id))
+        if len(heap) > 2 * len(wakes) + _SLACK:
+            # Superseded entries pile up when wakes move later (a deadline per dispatch):
+            # keep the heap within twice the live entries.
+            self._heaps[partition] = heap = [(w, s) for s, w in wakes.items()]
+            heapq.heapify(heap)
 
     def next_wake_ms(self, partition: int) -> int | None:
         heap, wakes = self._heaps.get(partition), self._wake.get(partition, {})

@@ -39,6 +39,9 @@ from streams.wire import decode_control, decode_result, rejected_value
 log = logging.getLogger("streams.coordinator")
 
 
+_RESULT_STATS = {outcome: f"results_{outcome}" for outcome in ("ack", "nack", "heartbeat")}
+
+
 class _Rejected(Exception):
     """The core rejected the input with this reason (and changed nothing)."""
 
@@ -108,8 +111,9 @@ class Inputs:
         result = decode_result(value)
         stream_id = result.stream_id
         self._check_key(stream_id, key, partition)
-        self.stats[f"results_{result.outcome}"] += 1
-        self.metrics.result(result.outcome)
+        outcome = result.outcome
+        self.stats[_RESULT_STATS[outcome]] += 1
+        self.metrics.result(outcome)
         record = self.load(stream_id)
         replays = self.replays
         if (
@@ -120,9 +124,12 @@ class Inputs:
         ):
             return
         decision = apply_result(record.state if record else None, result, now_ms)
-        if self._settled(decision):
+        if (decision.rejected is not None or decision.ignored is not None) and self._settled(
+            decision
+        ):
             return
-        self.metrics.accepted(stream_id, result, now_ms)
+        if outcome == "ack":
+            self.metrics.accepted(stream_id, result, now_ms)
         self.apply(partition, stream_id, record, decision, now_ms)
 
     def _control(self, partition: int, key: bytes | None, value: bytes | None, now_ms: int) -> None:
@@ -189,8 +196,10 @@ class Inputs:
         """
         self._loaded = stream_id
         state = decision.state
-        self.stats["timeouts"] += decision.timeouts
-        self.stats["requeues"] += decision.requeues
+        stats = self.stats
+        if decision.timeouts or decision.requeues:
+            stats["timeouts"] += decision.timeouts
+            stats["requeues"] += decision.requeues
         if state is None:
             self.records.delete(stream_id)
             if self.replays is not None:
@@ -210,18 +219,21 @@ class Inputs:
             dumps = orjson.dumps
             for task in tasks:
                 out.append((topic, key, dumps(task.to_wire()), None, None))
-            self.stats["tasks"] += len(tasks)
+            stats["tasks"] += len(tasks)
+        announcer = self.announcer
         if decision.bypasses:
             for bypass in decision.bypasses:
-                self.announcer.bypass(record, bypass, out)
+                announcer.bypass(record, bypass, out)
             if self.replays is not None:
                 self.replays.note_bypasses(stream_id, decision.bypasses)
-        flush_at = self.announcer.flush_if_due(record, now_ms, out)
-        encoded = self.records.encode(record)
-        send_all(self.emitter, out)
-        self.records.save(stream_id, record, encoded)
-        if not self.announcer.transactional:
-            self.announcer.saved(stream_id, record)
+        flush_at = announcer.flush_if_due(record, now_ms, out) if state.unannounced else None
+        records = self.records
+        encoded = records.encode(record)
+        if out:
+            send_all(self.emitter, out)
+        records.save(stream_id, record, encoded)
+        if not announcer.transactional:
+            announcer.saved(stream_id, record)
         self.metrics.applied(partition, stream_id, decision)
         self.reindex(partition, record, flush_at)
 

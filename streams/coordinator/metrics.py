@@ -163,7 +163,9 @@ class CoordinatorMetrics:
         """A result about to be applied: an ack starts its ack-to-commit clock."""
         if result.outcome != "ack" or result.ack_ms is None:
             return
-        pending = self._acks.setdefault(stream_id, [])
+        pending = self._acks.get(stream_id)
+        if pending is None:
+            pending = self._acks[stream_id] = []
         pending.append((result.ack_ms, now_ms))
         if len(pending) > MAX_PENDING_ACKS:
             del pending[0]
@@ -174,9 +176,10 @@ class CoordinatorMetrics:
         if state is None:
             self.forget(stream_id)
             return
-        self.timeouts += decision.timeouts
-        self.requeues += decision.requeues
-        self.bypasses += len(decision.bypasses)
+        if decision.timeouts or decision.requeues or decision.bypasses:
+            self.timeouts += decision.timeouts
+            self.requeues += decision.requeues
+            self.bypasses += len(decision.bypasses)
         tasks = decision.tasks
         if tasks:
             self.tasks += len(tasks)

@@ -19,14 +19,20 @@ from streams.wire import MAX_RAW_BYTES, RejectedMessage
 
 from .fakes import T0, Driver, ack, at, heartbeat, nack
 
+# Tests that hold for both engines run twice: at-least-once (Faust) and transactional, where
+# the driver commits a transaction after every input and tick.
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+
 SID = "cluster-a"
 NEIGHBOUR = "cluster-k"  # in the same partition as cluster-a
 
 
-def started(flush_ms: int = 200, **config: Any) -> tuple[Driver, dict[str, Any]]:
+def started(
+    flush_ms: int = 200, transactional: bool = False, **config: Any
+) -> tuple[Driver, dict[str, Any]]:
     """cluster-a created at 10:00:30, its partition owned and indexed, (10:00, 10:01] dispatched
     by the tick at 10:01."""
-    d = Driver(flush_ms=flush_ms)
+    d = Driver(flush_ms=flush_ms, transactional=transactional)
     d.upsert(SID, at(10, 0, 30), **config)
     d.assign(SID)
     d.tick(at(10, 0, 30))
@@ -43,8 +49,11 @@ def window(start_ms: int, end_ms: int, reason: str = "ack", attempts: int = 1) -
 # -- the seed's examples -------------------------------------------------------------------------
 
 
-def test_a_tick_dispatches_the_window_once_it_ends_and_an_ack_commits_it() -> None:
-    d = Driver()
+@BOTH_ENGINES
+def test_a_tick_dispatches_the_window_once_it_ends_and_an_ack_commits_it(
+    transactional: bool,
+) -> None:
+    d = Driver(transactional=transactional)
     d.upsert(SID, at(10, 0, 30))
     assert d.emitter.sent == [] and SID in d.store.data
     p = d.partition(SID)
@@ -95,8 +104,11 @@ def test_a_tick_dispatches_the_window_once_it_ends_and_an_ack_commits_it() -> No
     assert d.commits() == []
 
 
-def test_b_a_window_nacked_every_attempt_is_bypassed_and_the_next_one_follows() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_b_a_window_nacked_every_attempt_is_bypassed_and_the_next_one_follows(
+    transactional: bool,
+) -> None:
+    d, task = started(transactional=transactional)
 
     d.result(nack(task), at(10, 1, 5))
     assert d.emitter.sent == [] and d.processor.stats["requeues"] == 1
@@ -140,8 +152,11 @@ def test_b_a_window_nacked_every_attempt_is_bypassed_and_the_next_one_follows() 
     assert d.processor.stats["bypasses"] == 1
 
 
-def test_c_a_core_metric_nack_requeues_the_same_window_without_a_commit() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_c_a_core_metric_nack_requeues_the_same_window_without_a_commit(
+    transactional: bool,
+) -> None:
+    d, task = started(transactional=transactional)
 
     d.result(nack(task, "core_metric"), at(10, 1, 5))
     assert d.emitter.sent == []
@@ -157,8 +172,9 @@ def test_c_a_core_metric_nack_requeues_the_same_window_without_a_commit() -> Non
 # -- time: deadlines and ticks -------------------------------------------------------------------
 
 
-def test_a_missed_deadline_requeues_the_window_through_ticks() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_a_missed_deadline_requeues_the_window_through_ticks(transactional: bool) -> None:
+    d, task = started(transactional=transactional)
     assert task["deadline_ms"] == at(10, 2)
 
     assert d.tick(at(10, 1, 59, 999)) == []
@@ -171,8 +187,9 @@ def test_a_missed_deadline_requeues_the_window_through_ticks() -> None:
     assert (retry["start_ms"], retry["attempt"], retry["deadline_ms"]) == (T0, 2, at(10, 4))
 
 
-def test_a_heartbeat_moves_the_deadline_the_ticks_wait_for() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_a_heartbeat_moves_the_deadline_the_ticks_wait_for(transactional: bool) -> None:
+    d, task = started(transactional=transactional)
 
     d.result(heartbeat(task), at(10, 1, 30))
     assert d.tick(at(10, 2)) == []  # the deadline is now 10:02:30
@@ -180,8 +197,9 @@ def test_a_heartbeat_moves_the_deadline_the_ticks_wait_for() -> None:
     assert d.processor.stats["timeouts"] == 1
 
 
-def test_a_window_without_any_result_is_bypassed_by_deadlines_alone() -> None:
-    d = Driver()
+@BOTH_ENGINES
+def test_a_window_without_any_result_is_bypassed_by_deadlines_alone(transactional: bool) -> None:
+    d = Driver(transactional=transactional)
     d.upsert(
         SID,
         at(10, 0, 30),
@@ -205,8 +223,11 @@ def test_a_window_without_any_result_is_bypassed_by_deadlines_alone() -> None:
     assert commit["windows"] == [window(T0, at(10, 1), "bypass", record["attempts"])]
 
 
-def test_partitions_to_tick_lists_owned_partitions_that_are_unbuilt_or_due() -> None:
-    d = Driver()
+@BOTH_ENGINES
+def test_partitions_to_tick_lists_owned_partitions_that_are_unbuilt_or_due(
+    transactional: bool,
+) -> None:
+    d = Driver(transactional=transactional)
     d.upsert(SID, at(10, 0, 30))
     p = d.partition(SID)
     processor = d.processor
@@ -230,8 +251,9 @@ def test_partitions_to_tick_lists_owned_partitions_that_are_unbuilt_or_due() -> 
     assert processor.partitions_to_tick(at(10, 1, 30)) == []  # next: the deadline at 10:02
 
 
-def test_a_revoked_partition_leaves_the_index_and_is_not_ticked() -> None:
-    d = Driver()
+@BOTH_ENGINES
+def test_a_revoked_partition_leaves_the_index_and_is_not_ticked(transactional: bool) -> None:
+    d = Driver(transactional=transactional)
     d.upsert(SID, at(10, 0, 30))
     d.assign(SID)
     p = d.partition(SID)
@@ -392,6 +414,7 @@ def upsert_raw(**changes: Any) -> bytes:
     return _raw({k: v for k, v in fields.items() if v is not None})
 
 
+@BOTH_ENGINES
 @pytest.mark.parametrize(
     ("topic", "value", "key", "partition", "reason"),
     [
@@ -492,9 +515,14 @@ def upsert_raw(**changes: Any) -> bytes:
     ],
 )
 def test_invalid_input_is_rejected_with_its_reason_and_changes_nothing(
-    topic: str, value: bytes, key: bytes | None, partition: int | None, reason: str
+    topic: str,
+    value: bytes,
+    key: bytes | None,
+    partition: int | None,
+    reason: str,
+    transactional: bool,
 ) -> None:
-    d, _ = started()
+    d, _ = started(transactional=transactional)
     before = d.store.snapshot()
     if partition is None:
         partition = 0 if key is None else partition_of(key, d.partitions)
@@ -520,15 +548,17 @@ def test_invalid_input_is_rejected_with_its_reason_and_changes_nothing(
     assert d.processor.stats["rejected"] == 1
 
 
-def test_a_value_that_is_not_an_input_topic_is_rejected() -> None:
-    d, _ = started()
+@BOTH_ENGINES
+def test_a_value_that_is_not_an_input_topic_is_rejected(transactional: bool) -> None:
+    d, _ = started(transactional=transactional)
     d.send("tidemark.tasks", _ack_fields(), at(10, 1, 5))
     (rejected,) = d.rejected()
     assert rejected["reason"] == "topic: 'tidemark.tasks' is not an input topic"
 
 
-def test_a_rejected_record_holds_the_raw_value_cut_to_4_kib() -> None:
-    d, _ = started()
+@BOTH_ENGINES
+def test_a_rejected_record_holds_the_raw_value_cut_to_4_kib(transactional: bool) -> None:
+    d, _ = started(transactional=transactional)
     raw = _raw(_ack_fields(padding="é" * 5000, attempt="one"))
     assert len(raw) > 2 * MAX_RAW_BYTES
 
@@ -539,8 +569,11 @@ def test_a_rejected_record_holds_the_raw_value_cut_to_4_kib() -> None:
     assert len(rejected["value"].encode()) <= MAX_RAW_BYTES
 
 
-def test_a_result_for_a_deleted_stream_is_rejected_and_its_state_is_gone() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_a_result_for_a_deleted_stream_is_rejected_and_its_state_is_gone(
+    transactional: bool,
+) -> None:
+    d, task = started(transactional=transactional)
     d.control({"type": "delete", "stream_id": SID}, at(10, 1, 5))
     assert d.store.data == {} and len(d.processor.index) == 0
     assert d.emitter.sent == []
@@ -555,8 +588,9 @@ def test_a_result_for_a_deleted_stream_is_rejected_and_its_state_is_gone() -> No
 # -- stale, duplicate and replayed input ----------------------------------------------------------
 
 
-def test_a_duplicate_ack_is_counted_and_changes_nothing() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_a_duplicate_ack_is_counted_and_changes_nothing(transactional: bool) -> None:
+    d, task = started(transactional=transactional)
     d.result(ack(task), at(10, 1, 5))
     assert len(d.commits()) == 1
     before, sent = d.store.snapshot(), len(d.emitter.sent)
@@ -567,8 +601,11 @@ def test_a_duplicate_ack_is_counted_and_changes_nothing() -> None:
     assert d.store.snapshot() == before and len(d.emitter.sent) == sent
 
 
-def test_stale_results_of_an_earlier_attempt_are_counted_and_change_nothing() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_stale_results_of_an_earlier_attempt_are_counted_and_change_nothing(
+    transactional: bool,
+) -> None:
+    d, task = started(transactional=transactional)
     d.result(nack(task), at(10, 1, 5))
     before = d.store.snapshot()
 
@@ -584,8 +621,9 @@ def test_stale_results_of_an_earlier_attempt_are_counted_and_change_nothing() ->
     assert d.processor.stats["requeues"] == 1
 
 
-def test_a_replayed_bypassing_nack_bypasses_and_commits_only_once() -> None:
-    d, task = started(max_attempts=1)
+@BOTH_ENGINES
+def test_a_replayed_bypassing_nack_bypasses_and_commits_only_once(transactional: bool) -> None:
+    d, task = started(max_attempts=1, transactional=transactional)
     d.result(nack(task), at(10, 1, 5))
     assert len(d.bypassed()) == 1 and len(d.commits()) == 1
     before = d.store.snapshot()
@@ -602,8 +640,9 @@ def test_a_replayed_bypassing_nack_bypasses_and_commits_only_once() -> None:
     assert d.store.snapshot() == before
 
 
-def test_a_replayed_ack_after_a_restart_commits_nothing_new() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_a_replayed_ack_after_a_restart_commits_nothing_new(transactional: bool) -> None:
+    d, task = started(transactional=transactional)
     d.result(ack(task), at(10, 1, 5))
     d.emitter.deliver_all()
     d.tick(at(10, 2))  # dispatches (10:01, 10:02] and saves the confirmed outbox
@@ -805,12 +844,14 @@ def messages(draw: st.DrawFn) -> tuple[str, bytes | None, bytes | None, int | No
     return topic, key, json.dumps(fields).encode(), None
 
 
+@BOTH_ENGINES
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs=st.lists(messages(), min_size=1, max_size=4))
 def test_no_input_raises_and_each_is_applied_rejected_or_ignored(
     inputs: list[tuple[str, bytes | None, bytes | None, int | None]],
+    transactional: bool,
 ) -> None:
-    d, _ = started()
+    d, _ = started(transactional=transactional)
     now = at(10, 1, 5)
     for topic, key, value, partition in inputs:
         before, writes = d.store.snapshot(), d.store.writes
@@ -830,8 +871,9 @@ def test_no_input_raises_and_each_is_applied_rejected_or_ignored(
         now += 1000
 
 
-def test_an_absurdly_large_start_ms_is_rejected_not_raised() -> None:
-    d, _ = started()
+@BOTH_ENGINES
+def test_an_absurdly_large_start_ms_is_rejected_not_raised(transactional: bool) -> None:
+    d, _ = started(transactional=transactional)
     before = d.store.snapshot()
     upsert = '{"type": "upsert", "stream_id": "cluster-b", "start_ms": %s}' % ("9" * 4300)
 
@@ -842,8 +884,9 @@ def test_an_absurdly_large_start_ms_is_rejected_not_raised() -> None:
     assert d.store.snapshot() == before
 
 
-def test_every_value_the_coordinator_emits_is_strict_json() -> None:
-    d = Driver()
+@BOTH_ENGINES
+def test_every_value_the_coordinator_emits_is_strict_json(transactional: bool) -> None:
+    d = Driver(transactional=transactional)
     d.control(
         b'{"type": "upsert", "stream_id": "cluster-a", "start_ms": 0, "params": {"q": NaN}}',
         at(10, 1),
@@ -858,8 +901,11 @@ def test_every_value_the_coordinator_emits_is_strict_json() -> None:
         json.loads(sent.value, parse_constant=refuse)
 
 
-def test_the_rebuild_leaves_an_unreadable_record_alone_and_indexes_the_others() -> None:
-    d = Driver()
+@BOTH_ENGINES
+def test_the_rebuild_leaves_an_unreadable_record_alone_and_indexes_the_others(
+    transactional: bool,
+) -> None:
+    d = Driver(transactional=transactional)
     d.upsert(SID, at(10, 0, 30))
     d.upsert(NEIGHBOUR, at(10, 0, 30))
     assert d.partition(NEIGHBOUR) == d.partition(SID)
@@ -872,8 +918,11 @@ def test_the_rebuild_leaves_an_unreadable_record_alone_and_indexes_the_others() 
     assert again.store.data[NEIGHBOUR] == b"\x00 not a record"
 
 
-def test_a_result_for_a_stream_with_an_unreadable_record_does_not_raise() -> None:
-    d, task = started()
+@BOTH_ENGINES
+def test_a_result_for_a_stream_with_an_unreadable_record_does_not_raise(
+    transactional: bool,
+) -> None:
+    d, task = started(transactional=transactional)
     d.store.data[SID] = b"\x00 not a record"
     again = d.restart()
     again.assign(SID)
@@ -886,17 +935,18 @@ def test_a_result_for_a_stream_with_an_unreadable_record_does_not_raise() -> Non
 # -- the replay lane through the processor ------------------------------------------------------
 
 
-def bypassed_first_window() -> tuple[Driver, dict[str, Any]]:
+def bypassed_first_window(transactional: bool = False) -> tuple[Driver, dict[str, Any]]:
     """cluster-a's (10:00, 10:01] nacked until bypassed at once (a non-retryable kind)."""
-    d, task = started(non_retryable=["bad_params"])
+    d, task = started(non_retryable=["bad_params"], transactional=transactional)
     d.result(nack(task, "bad_params"), at(10, 1, 5))
     (record,) = [s.json() for s in d.bypassed()]
     assert (record["start_ms"], record["attempts"]) == (T0, 1)
     return d, task
 
 
-def test_a_replay_dispatches_the_bypassed_window_and_an_ack_unlists_it() -> None:
-    d, _ = bypassed_first_window()
+@BOTH_ENGINES
+def test_a_replay_dispatches_the_bypassed_window_and_an_ack_unlists_it(transactional: bool) -> None:
+    d, _ = bypassed_first_window(transactional)
     d.emitter.clear()
     d.control({"type": "replay", "stream_id": SID, "from_ms": T0, "to_ms": at(10, 1)}, at(10, 2))
     (replay,) = [t for t in d.tasks() if t.get("replay")]
@@ -912,15 +962,17 @@ def test_a_replay_dispatches_the_bypassed_window_and_an_ack_unlists_it() -> None
     assert d.replay_store.data == {}  # nothing listed any more
 
 
-def test_a_replay_without_a_listed_window_is_rejected() -> None:
-    d, _ = started()
+@BOTH_ENGINES
+def test_a_replay_without_a_listed_window_is_rejected(transactional: bool) -> None:
+    d, _ = started(transactional=transactional)
     d.control({"type": "replay", "stream_id": SID, "from_ms": T0, "to_ms": at(10, 1)}, at(10, 2))
     (rejected,) = d.rejected()
     assert rejected["reason"] == "replay: no bypassed window of 'cluster-a' is listed"
 
 
-def test_deleting_a_stream_unlists_its_bypassed_windows() -> None:
-    d, _ = bypassed_first_window()
+@BOTH_ENGINES
+def test_deleting_a_stream_unlists_its_bypassed_windows(transactional: bool) -> None:
+    d, _ = bypassed_first_window(transactional)
     d.emitter.clear()
     d.control({"type": "delete", "stream_id": SID}, at(10, 2))
     (tombstone,) = d.bypassed()
