@@ -32,6 +32,7 @@ from streams.core import (
     apply_result,
     next_due_ms,
 )
+from streams.core.lifecycle import UNKNOWN_STREAM
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 from streams.wire import decode_control, decode_result, rejected_value
@@ -159,7 +160,7 @@ class Inputs:
                 self.apply(partition, stream_id, record, decision, now_ms)
                 return
         if not self.records.exists(stream_id):
-            raise InvalidInput("stream_id", "unknown stream")
+            raise _Rejected(UNKNOWN_STREAM)
         log.warning("deleting %r, whose stored state is unreadable or inconsistent", stream_id)
         self.apply(partition, stream_id, None, Decision(None), now_ms)
 

@@ -1,0 +1,134 @@
+"""Announcing commits: the Faust engine's outbox under failed deliveries, and the transactional
+engine's one commit per stream per transaction."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streams.coordinator.announcer import FLUSH_MAX_WINDOWS
+
+from .fakes import T0, Driver, Sent, ack, at, nack
+
+SID = "cluster-a"
+
+
+def in_flight(count: int, **driver: Any) -> tuple[Driver, list[dict[str, Any]]]:
+    """cluster-a created at 10:05 with `count` windows of 1 min in flight from 10:00."""
+    d = Driver(**driver)
+    d.assign(SID)
+    d.tick(at(10, 5))  # the partition is built: only a failure can have it announced again
+    d.upsert(SID, at(10, 5), max_in_flight=count)
+    tasks = d.tasks()
+    assert len(tasks) == count
+    d.emitter.clear()
+    return d, tasks
+
+
+def spans(commits: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return [(c["previous_ms"], c["downstream_ms"]) for c in commits]
+
+
+def covered(commits: list[dict[str, Any]]) -> set[int]:
+    return {w["end_ms"] for c in commits for w in c["windows"]}
+
+
+# -- at-least-once: a failed delivery is never erased -------------------------------------------
+
+
+def test_a_failed_commit_is_announced_again_although_a_later_one_was_delivered() -> None:
+    d, (first, second, _) = in_flight(3, flush_ms=0)
+    d.result(ack(first), at(10, 5, 1))
+    d.result(ack(second), at(10, 5, 2))
+    assert spans(d.commits()) == [(T0, at(10, 1)), (at(10, 1), at(10, 2))]
+
+    def delivered(sent: Sent) -> bool:  # the first commit is given up, the second arrives
+        return sent.json()["downstream_ms"] != at(10, 1)
+
+    d.emitter.settle(delivered)
+    d.emitter.clear()
+    d.tick(at(10, 5, 3))  # the failure had the stream woken for a re-announcement
+
+    assert spans(d.commits()) == [(T0, at(10, 2))]  # the whole outbox, from the hole on
+    assert d.processor.stats["reannounced"] == 1
+
+
+def test_a_later_confirmation_does_not_erase_a_failed_commit_across_a_restart() -> None:
+    d, (first, second, third) = in_flight(3, flush_ms=0)
+    d.result(ack(first), at(10, 5, 1))
+    d.result(ack(second), at(10, 5, 2))
+    d.emitter.settle(lambda sent: sent.json()["downstream_ms"] != at(10, 1))
+    d.result(ack(third), at(10, 5, 3))  # saves the stream with the confirmation it got
+
+    again = d.restart()
+    again.assign(SID)
+    again.tick(at(10, 5, 4))
+    assert at(10, 1) in covered(again.commits())  # (10:00, 10:01] was never delivered
+    assert spans(again.commits()) == [(T0, at(10, 3))]
+
+
+def test_bypass_records_whose_delivery_failed_are_sent_again() -> None:
+    d, (task,) = in_flight(1, flush_ms=0)
+    d.upsert(SID, at(10, 5), max_attempts=1)
+    d.result(nack(task), at(10, 5, 1))
+    (bypassed,) = d.bypassed()
+    d.emitter.fail_all()
+    d.emitter.clear()
+
+    d.tick(at(10, 5, 2))
+    assert [(s.key, s.json()) for s in d.bypassed()] == [(bypassed.key, bypassed.json())]
+
+
+def test_delivered_commits_leave_the_outbox_only_as_a_contiguous_run() -> None:
+    d, tasks = in_flight(3, flush_ms=0)
+    for i, task in enumerate(tasks):
+        d.result(ack(task), at(10, 5, 1 + i))
+    d.emitter.deliver_all()
+    d.tick(at(10, 6))  # an accepted event saves the confirmations
+
+    again = d.restart()
+    again.assign(SID)
+    again.tick(at(10, 6, 1))
+    assert again.commits() == []
+
+
+# -- transactional: one commit per stream per transaction ---------------------------------------
+
+
+def test_transactional_commits_wait_for_the_checkpoint_and_list_every_window_in_order() -> None:
+    d, tasks = in_flight(3, transactional=True, checkpoint_each=False)
+    d.checkpoint(at(10, 5))
+    for i, task in enumerate(tasks):
+        d.result(ack(task), at(10, 5, 1 + i))
+    assert d.commits() == []
+
+    d.checkpoint(at(10, 5, 9))
+    (commit,) = d.commits()
+    assert (commit["previous_ms"], commit["downstream_ms"]) == (T0, at(10, 3))
+    assert [w["end_ms"] for w in commit["windows"]] == [at(10, 1), at(10, 2), at(10, 3)]
+    assert commit["committed_ms"] == at(10, 5, 9)
+    d.checkpoint(at(10, 5, 10))
+    assert len(d.commits()) == 1  # nothing new: nothing more
+
+
+def test_transactional_mode_passes_no_delivery_callbacks_and_keeps_no_outbox() -> None:
+    d, (task,) = in_flight(1, transactional=True)
+    d.upsert(SID, at(10, 5), max_attempts=1)
+    d.result(nack(task), at(10, 5, 1))
+    assert len(d.bypassed()) == 1 and len(d.commits()) == 1
+    assert d.emitter.callbacks_passed() == 0
+    assert set(json.loads(d.store.data[SID])) == {"s"}  # no outbox, no pending bypass
+
+
+def test_a_full_batch_is_flushed_before_the_checkpoint() -> None:
+    d = Driver(transactional=True, checkpoint_each=False)
+    d.assign(SID)
+    count = FLUSH_MAX_WINDOWS + 1
+    d.upsert(SID, at(10, 5), window_ms=1000, step_ms=1000, max_in_flight=count)
+    tasks = d.tasks()
+    for i, task in enumerate(tasks):
+        d.result(ack(task), at(10, 5, 1) + i)
+    (early,) = d.commits()  # at the 256th window, without waiting for the checkpoint
+    assert len(early["windows"]) == FLUSH_MAX_WINDOWS
+    d.checkpoint(at(10, 6))
+    assert spans(d.commits())[1] == (early["downstream_ms"], T0 + count * 1000)

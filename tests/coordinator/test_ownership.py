@@ -1,0 +1,125 @@
+"""Ownership and time: a partition is rebuilt before any input of it, a tick isolates each
+stream, and `reset()` after an aborted transaction rebuilds from the store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from streams.coordinator.processor import RETRY_AFTER_ERROR_MS
+
+from .fakes import T0, Driver, RecordingEmitter, ack, at
+
+SID = "cluster-a"
+NEIGHBOUR = "cluster-k"  # in the same partition as cluster-a
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+
+
+class FailingEmitter(RecordingEmitter):
+    """Raises on sends that `fails` picks, as a producer does for a message too large."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fails: Callable[[str, bytes], bool] = lambda topic, key: False
+
+    def send(self, topic: str, key: bytes, value: bytes, *callbacks: Any) -> None:
+        if self.fails(topic, key):
+            raise ValueError(f"message for {key!r} is too large")
+        super().send(topic, key, value, *callbacks)
+
+
+def with_failing_emitter(d: Driver) -> FailingEmitter:
+    emitter = FailingEmitter()
+    d.emitter = emitter
+    processor = d.processor
+    for part in (processor, processor._announcer, processor._inputs):
+        part.emitter = emitter
+    return emitter
+
+
+def test_a_new_owner_announces_the_outbox_before_it_handles_a_result() -> None:
+    d = Driver(flush_ms=0)
+    d.assign(SID)
+    d.upsert(SID, at(10, 5), max_in_flight=3)
+    first, second, _ = d.tasks()
+    d.result(ack(first), at(10, 5, 1))  # announced, never confirmed: the process dies
+
+    again = d.restart()
+    again.assign(SID)
+    again.result(ack(second), at(10, 5, 2))  # before any tick of the partition
+    commits = again.commits()
+    assert [(c["previous_ms"], c["downstream_ms"]) for c in commits] == [
+        (T0, at(10, 1)),  # the outbox, announced again first: no gap for a consumer at T0
+        (at(10, 1), at(10, 2)),
+    ]
+    assert again.processor.stats["reannounced"] == 1
+
+
+def test_a_replay_result_before_the_first_tick_finds_the_replay_lane_rebuilt() -> None:
+    d = Driver()
+    d.assign(SID)
+    d.upsert(SID, at(10, 0, 30), non_retryable=["bad"])
+    d.tick(at(10, 1))
+    (task,) = d.tasks()
+    d.result({**ack(task), "outcome": "nack", "error": {"kind": "bad"}}, at(10, 1, 5))
+    d.control({"type": "replay", "stream_id": SID, "from_ms": T0, "to_ms": at(10, 1)}, at(10, 2))
+    (replay,) = [t for t in d.tasks() if t.get("replay")]
+
+    again = d.restart()
+    again.assign(SID)
+    again.result(ack(replay), at(10, 2, 1))  # no tick yet
+    assert again.processor.stats["replayed"] == 1 and again.processor.stats["duplicate"] == 0
+    assert [c["windows"][0]["reason"] for c in again.commits()][-1] == "replayed"
+
+
+@BOTH_ENGINES
+def test_a_stream_that_raises_in_a_tick_is_retried_later_and_its_neighbours_go_on(
+    transactional: bool,
+) -> None:
+    d = Driver(transactional=transactional)
+    d.assign(SID)
+    d.upsert(SID, at(10, 0, 30))
+    d.upsert(NEIGHBOUR, at(10, 0, 30))
+    assert d.partition(NEIGHBOUR) == d.partition(SID)
+    d.tick(at(10, 0, 30))
+    before = d.store.snapshot()
+    emitter = with_failing_emitter(d)
+    emitter.fails = lambda topic, key: key == SID.encode()
+
+    d.tick(at(10, 1))
+    assert [t["stream_id"] for t in d.tasks()] == [NEIGHBOUR]
+    assert d.store.data[SID] == before[SID]  # the failed event changed nothing
+    assert d.processor.stats["stream_errors"] == 1
+    registry = d.processor.metrics.registry
+    assert registry.get_sample_value("tidemark_stream_errors_total") == 1
+    p = d.partition(SID)
+    assert d.processor.index.next_wake_ms(p) == at(10, 1) + RETRY_AFTER_ERROR_MS
+
+    emitter.fails = lambda topic, key: False
+    d.tick(at(10, 1) + RETRY_AFTER_ERROR_MS)
+    assert [t["stream_id"] for t in d.tasks()] == [NEIGHBOUR, SID]
+    assert [t["attempt"] for t in d.tasks()] == [1, 1]
+
+
+def test_reset_drops_what_was_not_checkpointed_and_rebuilds_before_the_next_input() -> None:
+    d = Driver(transactional=True, checkpoint_each=False)
+    d.assign(SID)
+    d.upsert(SID, at(10, 5), max_in_flight=2)
+    d.checkpoint(at(10, 5))
+    first, _ = d.tasks()
+    committed = d.store.snapshot()
+    d.result(ack(first), at(10, 5, 1))  # then the transaction aborts
+    assert d.store.snapshot() == committed
+
+    d.processor.reset()  # the store was rolled back (nothing was written since)
+    assert len(d.processor.index) == 0 and d.processor._ownership.unbuilt == {d.partition(SID)}
+    d.emitter.clear()
+    d.result(ack(first), at(10, 5, 2))  # the input again, after the rewind
+    assert not d.processor._ownership.unbuilt
+    d.checkpoint(at(10, 5, 3))
+    (commit,) = d.commits()
+    assert (commit["previous_ms"], commit["downstream_ms"]) == (T0, at(10, 1))
+    assert [t["start_ms"] for t in d.tasks()] == [at(10, 2)]  # the next window, once
+    assert d.processor.index.next_wake_ms(d.partition(SID)) is not None
