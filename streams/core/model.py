@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
+from streams.core._frozen import fast_init
 from streams.core.config import StreamConfig
 
 # What a `results` value reports (not the handler API's `streams.handler.Outcome`, Ack | Nack).
@@ -19,6 +20,7 @@ CloseReason: TypeAlias = Literal["ack", "bypass", "replayed"]
 Ignored: TypeAlias = Literal["stale", "duplicate"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
     """Why an attempt failed: a machine-readable `kind` ("no_data", "timeout", ...) and text."""
@@ -44,6 +46,7 @@ def bypass_key(stream_id: str, start_ms: int) -> str:
     return f"{stream_id}/{start_ms}"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Result:
     """A worker's report on one attempt of the window (start_ms, end_ms].
@@ -61,6 +64,7 @@ class Result:
     error: ErrorInfo | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CommittedWindow:
     """An interval (start_ms, end_ms] closed by one ack or one bypass (or a replay).
@@ -128,6 +132,7 @@ class StreamState:
     unannounced: list[CommittedWindow] = field(default_factory=list)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Task:
     """One dispatch of a window to the workers, its id from `task_id(...)`.
@@ -163,6 +168,7 @@ class Task:
         return wire
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Commit:
     """An announcement that `downstream_ms` moved from `previous_ms`, covering `windows` exactly."""
@@ -246,6 +252,7 @@ class Delete:
 Control: TypeAlias = Upsert | Pause | Resume | Delete
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What one input did to a stream.
