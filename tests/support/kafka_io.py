@@ -65,6 +65,16 @@ class Tail:
             value = None if raw is None else json.loads(raw)
             self.messages[topic].append((time.time_ns() // 1_000_000, key, value))
 
+    def drain(self, quiet_s: float = 1.5, timeout_s: float = 30) -> None:
+        """Read until nothing new arrives for `quiet_s` (everything committed so far is in)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            before = sum(len(m) for m in self.messages.values())
+            self.poll(quiet_s)
+            if sum(len(m) for m in self.messages.values()) == before:
+                return
+        raise AssertionError(f"topics still busy after {timeout_s} s")
+
     def values(self, topic: str, stream_id: str | None = None) -> list[Any]:
         return [v for _, _, v in self.messages[topic] if v is not None
                 and (stream_id is None or v.get("stream_id") == stream_id)]  # fmt: skip
