@@ -121,6 +121,7 @@ class ConfluentEngine:
         self.status = "starting"
         self.stats: Counter[str] = Counter()
         self._moved = False  # input positions moved since the last commit
+        self._busy = False  # the last poll returned inputs
         self._changelog_offsets: dict[int, int] = {}
         self._undelivered: list[str] = []
         self._stopping = threading.Event()
@@ -137,39 +138,47 @@ class ConfluentEngine:
         self.status = "ok"
         while not self._stopping.is_set():
             try:
-                batch = self.clients.poll(BATCH_MAX, timeout_s)
-                now = now_ms()
-                process = self.processor.on_message
-                positions = self.positions
-                for m in batch:
-                    try:
-                        process(m.topic, m.partition, m.offset, m.key, m.value, now)
-                    except (TransactionAborted, TransactionFatal):
-                        raise
-                    except Exception:  # a bug must not stop the coordinator
-                        log.exception("failed on %s[%d]@%d", m.topic, m.partition, m.offset)
-                    positions[(m.topic, m.partition)] = m.offset + 1
-                if batch:
-                    self._moved = True
-                self._punctuate(now)
-                timeout_s = BUSY_POLL_S if batch else idle_s
-                since_s = time.monotonic() - last_commit
-                pending = self._moved or self.clients.in_transaction
-                # Commit at the interval, or early once the input runs dry (low latency when
-                # caught up, large transactions under load).
-                if pending and (since_s >= interval_s or len(batch) < BATCH_MAX // 4):
-                    self.commit(now)
-                    last_commit = time.monotonic()
-            except TransactionAborted as exc:
-                log.warning("transaction aborted (%s); state and inputs rewound", exc)
-                self._abort()
+                try:
+                    if self._step(timeout_s, interval_s, last_commit):
+                        last_commit = time.monotonic()
+                except TransactionAborted as exc:
+                    log.warning("transaction aborted (%s); state and inputs rewound", exc)
+                    self._abort()
             except TransactionFatal as exc:
-                log.error("%s; exiting", exc)
+                log.error("%s; exiting: a restart carries on from the last commit", exc)
                 raise SystemExit(1) from exc
             except TidemarkError as exc:  # e.g. a restore that found no broker
-                log.error("%s; exiting (a restart carries on from the last commit)", exc)
+                log.error("%s; exiting: a restart carries on from the last commit", exc)
                 raise SystemExit(1) from exc
+            timeout_s = BUSY_POLL_S if self._busy else idle_s
         self._stop()
+
+    def _step(self, timeout_s: float, interval_s: float, last_commit: float) -> bool:
+        """Poll, process, punctuate, and commit when due; return whether it committed."""
+        batch = self.clients.poll(BATCH_MAX, timeout_s)
+        now = now_ms()
+        process = self.processor.on_message
+        positions = self.positions
+        for m in batch:
+            try:
+                process(m.topic, m.partition, m.offset, m.key, m.value, now)
+            except (TransactionAborted, TransactionFatal):
+                raise
+            except Exception:  # a bug must not stop the coordinator
+                log.exception("failed on %s[%d]@%d", m.topic, m.partition, m.offset)
+            positions[(m.topic, m.partition)] = m.offset + 1
+        self._busy = bool(batch)
+        if batch:
+            self._moved = True
+        self._punctuate(now)
+        pending = self._moved or self.clients.in_transaction
+        # Commit at the interval, or early once the input runs dry (low latency when caught
+        # up, large transactions under load).
+        since_s = time.monotonic() - last_commit
+        if pending and (since_s >= interval_s or len(batch) < BATCH_MAX // 4):
+            self.commit(now)
+            return True
+        return False
 
     def _punctuate(self, now: int) -> None:
         for partition in self.processor.partitions_to_tick(now):

@@ -21,7 +21,13 @@ log = logging.getLogger("streams.kafka")
 # No message and no end-of-partition event for this long means the broker is not answering.
 STALL_TIMEOUT_S = 60.0
 
-Entry = tuple[int, bytes, bytes | None]  # (offset, key, value or None for a tombstone)
+Entry = tuple[int, bytes, bytes | None]
+# What a partition of a topic created a moment ago answers until it has a leader.
+_NO_LEADER_YET = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+)  # (offset, key, value or None for a tombstone)
 
 
 def watermarks(settings: KafkaSettings, topic: str, partition: int) -> tuple[int, int]:
@@ -42,7 +48,8 @@ def watermarks_of(consumer: Consumer, topic: str, partition: int) -> tuple[int, 
             return int(low), int(high)
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
-            if not err.retriable() or time.monotonic() > deadline:
+            again = err.retriable() or err.code() in _NO_LEADER_YET
+            if not again or time.monotonic() > deadline:
                 raise BrokerUnavailable(f"offsets of {topic}[{partition}]: {err.str()}") from exc
             time.sleep(0.2)
 
