@@ -69,6 +69,9 @@ def _result(task: dict[str, Any], nack: bool) -> bytes:
     return orjson.dumps(fields)
 
 
+PROFILER: cProfile.Profile | None = None  # --profile: on only while the Processor is timed
+
+
 class _Run:
     """Feeds one driver and times only the Processor's calls."""
 
@@ -90,6 +93,8 @@ class _Run:
         on_message, every = p.on_message, self.checkpoint_every
         checkpoint = p.checkpoint if self.transactional else None
         handled = self.handled
+        if PROFILER is not None:
+            PROFILER.enable()
         began = time.process_time()
         for partition, key, raw in batch:
             on_message(topic, partition, handled, key, raw, now_ms)
@@ -99,16 +104,22 @@ class _Run:
         if not self.transactional:
             d.emitter.deliver_all()
         self.elapsed_s += time.process_time() - began
+        if PROFILER is not None:
+            PROFILER.disable()
         self.handled = handled
 
     def tick(self, now_ms: int) -> None:
         p = self.d.processor
+        if PROFILER is not None:
+            PROFILER.enable()
         began = time.process_time()
         for partition in p.partitions_to_tick(now_ms):
             p.on_tick(partition, now_ms)
         if self.transactional:
             p.checkpoint(now_ms)
         self.elapsed_s += time.process_time() - began
+        if PROFILER is not None:
+            PROFILER.disable()
 
 
 def catching_up(transactional: bool, streams: int, total: int, checkpoint_every: int) -> Figure:
@@ -147,14 +158,16 @@ def live(transactional: bool, streams: int, total: int, checkpoint_every: int) -
     def nack(task: dict[str, Any]) -> bool:  # 1 in 10, the same for the same task
         return zlib.crc32(task["task_id"].encode()) % 10 == 0
 
+    carried: list[dict[str, Any]] = []  # tasks dispatched by results (after a bypass)
     while run.handled < total:
         now += 1000
         d.emitter.sent = []
         run.tick(now)
-        tasks = _tasks(d)
+        tasks = carried + _tasks(d)
         if not tasks:
             raise SystemExit("nothing was dispatched")
         run.feed(tasks, now + 50, nack)
+        carried = _tasks(d)
     mode = "transactional" if transactional else "faust"
     return Figure(f"live with nacks, {mode}", run.handled, run.elapsed_s)
 
@@ -181,12 +194,11 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(args.root))
     if args.profile:
-        profiler = cProfile.Profile()
-        profiler.enable()
+        global PROFILER
+        PROFILER = cProfile.Profile()
         figure = CASES[args.profile](args)
-        profiler.disable()
-        print(figure.line())
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        print(figure.line(), "(under the profiler)")
+        pstats.Stats(PROFILER).sort_stats("tottime").print_stats(30)
         return
     modes = args.modes.split(",")
     print(
