@@ -74,6 +74,18 @@ StartMs = Annotated[
 Duration = Annotated[int, Field(gt=0, le=MAX_DURATION_MS, description="milliseconds, <= 10 years")]
 Count = Annotated[int, Field(ge=1, le=MAX_SAFE_INT)]
 StreamId = Annotated[str, Field(min_length=1, max_length=200)]
+Incarnation = Annotated[
+    int | None,
+    Field(
+        default=None,
+        ge=0,
+        le=MAX_SAFE_INT,
+        description=(
+            "which creation of the stream the task is for (a delete and re-create makes a new "
+            "one); a result echoes its task's, and one without it counts as the current"
+        ),
+    ),
+]
 
 
 class _Wire(BaseModel):
@@ -158,6 +170,7 @@ class _ResultBase(_Wire):
     start_ms: Ms
     end_ms: Ms
     attempt: Count
+    incarnation: Incarnation
 
 
 class AckResult(_ResultBase):
@@ -188,6 +201,7 @@ class TaskMessage(_Wire):
     deadline_ms: Ms
     params: dict[str, Any]
     replay: bool = Field(default=False, description="a bypassed window dispatched again")
+    incarnation: Incarnation
 
 
 class CommittedWindowModel(_Wire):
@@ -291,12 +305,19 @@ def decode_result(raw: bytes | None) -> Result:
         raise _reason(exc, _VARIANTS) from None
     if msg.end_ms <= msg.start_ms:
         raise InvalidInput("end_ms", "must be after start_ms")
+    stream_id, start_ms, end_ms, attempt, incarnation = (
+        msg.stream_id,
+        msg.start_ms,
+        msg.end_ms,
+        msg.attempt,
+        msg.incarnation,
+    )
     if isinstance(msg, AckResult):
-        return Result(msg.stream_id, msg.start_ms, msg.end_ms, msg.attempt, "ack", msg.ack_ms)
+        return Result(stream_id, start_ms, end_ms, attempt, "ack", msg.ack_ms, None, incarnation)
     if isinstance(msg, NackResult):
         error = ErrorInfo(msg.error.kind[:MAX_ERROR_KIND_CHARS], _cut(msg.error.message))
-        return Result(msg.stream_id, msg.start_ms, msg.end_ms, msg.attempt, "nack", error=error)
-    return Result(msg.stream_id, msg.start_ms, msg.end_ms, msg.attempt, "heartbeat")
+        return Result(stream_id, start_ms, end_ms, attempt, "nack", None, error, incarnation)
+    return Result(stream_id, start_ms, end_ms, attempt, "heartbeat", None, None, incarnation)
 
 
 def _cut(message: str) -> str:
@@ -395,6 +416,7 @@ def decode_task(raw: bytes | None) -> Task:
         msg.deadline_ms,
         MappingProxyType(msg.params),
         msg.replay,
+        msg.incarnation,
     )
 
 
@@ -407,6 +429,8 @@ def encode_result(result: Result) -> bytes:
         "attempt": result.attempt,
         "outcome": result.outcome,
     }
+    if result.incarnation is not None:
+        value["incarnation"] = result.incarnation
     if result.outcome == "ack":
         if result.ack_ms is None:
             raise InvalidInput("ack_ms", "is required for an ack")

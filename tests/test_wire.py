@@ -686,6 +686,33 @@ def test_each_result_round_trips() -> None:
         encode_result(Result("s", T0, T1, 1, "ack"))
 
 
+def test_incarnation_rides_on_tasks_and_results_and_may_be_absent() -> None:
+    task = decode_task(raw({**TASK_FIELDS, "incarnation": 12345}))
+    assert task.incarnation == 12345
+    assert json.loads(encode_task(task))["incarnation"] == 12345
+    assert decode_task(raw(TASK_FIELDS)).incarnation is None  # from a coordinator without them
+    for result in (
+        Result("s", T0, T1, 2, "ack", ack_ms=T1, incarnation=7),
+        Result("s", T0, T1, 2, "nack", error=ErrorInfo("k", "m"), incarnation=7),
+        Result("s", T0, T1, 2, "heartbeat", incarnation=0),
+    ):
+        value = encode_result(result)
+        assert json.loads(value)["incarnation"] == result.incarnation
+        assert decode_result(value) == result
+    assert "incarnation" not in json.loads(encode_result(Result("s", T0, T1, 2, "heartbeat")))
+    assert decode_result(raw(result_fields(outcome="heartbeat"))).incarnation is None
+
+
+@pytest.mark.parametrize("bad", ["7", -1, 2**53, 1.5, True])
+def test_a_bad_incarnation_is_rejected_naming_the_field(bad: object) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        decode_result(raw(result_fields(outcome="heartbeat", incarnation=bad)))
+    assert caught.value.field == "incarnation"
+    with pytest.raises(InvalidInput) as caught:
+        decode_task(raw({**TASK_FIELDS, "incarnation": bad}))
+    assert caught.value.field == "incarnation"
+
+
 def test_a_result_with_lone_surrogates_in_its_error_still_encodes() -> None:
     value = encode_result(Result("s", T0, T1, 1, "nack", error=ErrorInfo("k\ud800", "t\udcff")))
     assert decode_result(value).error == ErrorInfo("k?", "t?")

@@ -31,6 +31,7 @@ def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
         "paused": state.paused,
         "windows": [_window_to_dict(window) for window in state.windows],
         "unannounced": [_committed_to_list(done) for done in state.unannounced],
+        "incarnation": state.incarnation,
     }
 
 
@@ -52,6 +53,8 @@ def state_from_dict(d: Any) -> StreamState:
             paused=paused,
             windows=[_window_from_dict(w) for w in d["windows"]],
             unannounced=[_committed_from_list("unannounced", c) for c in d["unannounced"]],
+            # absent in states stored before incarnations: 0
+            incarnation=check_int("incarnation", d.get("incarnation", 0), 0),
         )
     except KeyError as exc:
         raise InvalidInput(str(exc.args[0]), "is required") from exc

@@ -15,6 +15,8 @@
 | heartbeat, current      | deadline_ms = now + task_timeout_ms                                   |
 | nack or heartbeat of an | ignored "stale"                                                       |
 |   earlier/failed attempt|                                                                       |
+| result of an earlier    | rejected, naming `incarnation` (a result without one counts as the    |
+|   incarnation           | current): a delete and re-create must not take the old stream's work  |
 | result for a window     | ignored "duplicate": its start is before downstream_ms or inside a    |
 |   already finished      | finished interval                                                     |
 | anything else           | rejected with a reason: unknown stream, never dispatched, bad fields  |
@@ -30,7 +32,10 @@ every accepted input ends by dispatching whatever is due at `now_ms`.
 
 from __future__ import annotations
 
-from streams.core.config import StreamConfig
+import hashlib
+import json
+
+from streams.core.config import StreamConfig, config_to_dict
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
     BypassRecord,
@@ -58,6 +63,19 @@ UNKNOWN_STREAM = "unknown stream"
 NEVER_DISPATCHED = "window was never dispatched"
 
 
+def incarnation_of(config: StreamConfig, now_ms: int) -> int:
+    """The identity of the stream created by upserting `config` at `now_ms`: 53 bits of a hash
+    of both, so the same input always makes the same one (a replayed input decides the same).
+
+    A delete forgets the stream entirely, so nothing can be counted across it; the creation time
+    and config tell two creations apart unless both come at the same millisecond with the same
+    config, and then a result of one is the very work the other asks for.
+    """
+    text = json.dumps([now_ms, config_to_dict(config)], sort_keys=True, separators=(",", ":"))
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 11
+
+
 def create_state(config: StreamConfig, now_ms: int) -> Decision:
     """Create a stream at `now_ms`: the same as `apply_control(None, Upsert(config), now_ms)`."""
     return apply_control(None, Upsert(config), now_ms)
@@ -79,7 +97,8 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
             return Decision(state, rejected="config must be a StreamConfig")
         if state is None:
             origin = config.start_ms - config.start_ms % config.step_ms
-            state = StreamState(config, origin, origin, origin)
+            incarnation = incarnation_of(config, now_ms)
+            state = StreamState(config, origin, origin, origin, incarnation=incarnation)
         elif config.stream_id != state.config.stream_id:
             return Decision(state, rejected="stream_id does not match the stream")
         else:
@@ -107,6 +126,9 @@ def apply_result(state: StreamState | None, result: Result, now_ms: int) -> Deci
         return Decision(state, rejected=problem)
     if result.stream_id != state.config.stream_id:
         return Decision(state, rejected="stream_id does not match the stream")
+    incarnation = result.incarnation
+    if incarnation is not None and incarnation != state.incarnation:
+        return Decision(state, rejected=_other_incarnation(incarnation, state.incarnation))
     start_ms = result.start_ms
     if start_ms < state.downstream_ms:
         return Decision(state, ignored="duplicate")
@@ -193,6 +215,13 @@ def flush(state: StreamState, now_ms: int) -> tuple[StreamState, Commit | None]:
     state.announced_ms = state.downstream_ms
     state.unannounced = []
     return state, commit
+
+
+def _other_incarnation(incarnation: object, current: int) -> str:
+    return (
+        f"incarnation {incarnation!r} is not the stream's ({current}): the result is for the "
+        "stream as it was before it was deleted and created again"
+    )
 
 
 def _result_problem(result: Result, now_ms: int) -> str | None:
@@ -351,6 +380,8 @@ def _decide(
                     now_ms,
                     deadline_ms,
                     config.params,
+                    False,
+                    state.incarnation,
                 )
             )
     return Decision(state, tuple(tasks), bypasses, None, None, timeouts, requeues)

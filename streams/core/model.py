@@ -52,7 +52,8 @@ class Result:
     """A worker's report on one attempt of the window (start_ms, end_ms].
 
     `ack_ms` is required for an ack; `error` describes a nack (a nack without one counts as
-    `NACK_WITHOUT_ERROR`).
+    `NACK_WITHOUT_ERROR`). `incarnation` echoes the task's; None (a worker that sends none)
+    stands for the stream's current incarnation.
     """
 
     stream_id: str
@@ -62,6 +63,7 @@ class Result:
     outcome: ResultOutcome
     ack_ms: int | None = None
     error: ErrorInfo | None = None
+    incarnation: int | None = None
 
 
 @fast_init
@@ -121,6 +123,9 @@ class StreamState:
     committed windows in (announced_ms, downstream_ms], in order.
     `frontier_ms`: where the next generated window starts.
     `windows`: the outstanding windows in order, at most `config.max_in_flight` of them.
+    `incarnation`: which creation of the stream this is (`incarnation_of`); its tasks carry it,
+    so that a result for the stream before a delete and re-create is told apart. 0: a state
+    stored before incarnations existed.
     """
 
     config: StreamConfig
@@ -130,6 +135,7 @@ class StreamState:
     paused: bool = False
     windows: list[Window] = field(default_factory=list)
     unannounced: list[CommittedWindow] = field(default_factory=list)
+    incarnation: int = 0
 
 
 @fast_init
@@ -150,9 +156,10 @@ class Task:
     deadline_ms: int
     params: Mapping[str, Any]
     replay: bool = False  # a bypassed window dispatched again (streams.core.replay)
+    incarnation: int | None = None  # the stream's (None: from a coordinator without them)
 
     def to_wire(self) -> dict[str, Any]:
-        wire = {
+        wire: dict[str, Any] = {
             "task_id": self.task_id,
             "stream_id": self.stream_id,
             "start_ms": self.start_ms,
@@ -165,6 +172,8 @@ class Task:
         }
         if self.replay:
             wire["replay"] = True
+        if self.incarnation is not None:
+            wire["incarnation"] = self.incarnation
         return wire
 
 

@@ -2,8 +2,8 @@
 
 Pure functions, so the runtime's adapter code only moves bytes; the bytes come from
 ``streams.wire`` (``decode_task`` for tasks, ``encode_result`` and ``stream_key`` for results).
-A result echoes the task's ``stream_id``, ``start_ms``, ``end_ms`` and ``attempt``, which is how
-the coordinator finds the attempt it answers.
+A result echoes the task's ``stream_id``, ``start_ms``, ``end_ms``, ``attempt`` and ``incarnation``
+(when the task has one), which is how the coordinator finds the attempt it answers.
 """
 
 from __future__ import annotations
@@ -68,4 +68,13 @@ def bounded(text: str) -> str:
 def _result(
     task: Task, outcome: ResultOutcome, ack_ms: int | None = None, error: ErrorInfo | None = None
 ) -> Result:
-    return Result(task.stream_id, task.start_ms, task.end_ms, task.attempt, outcome, ack_ms, error)
+    return Result(
+        task.stream_id,
+        task.start_ms,
+        task.end_ms,
+        task.attempt,
+        outcome,
+        ack_ms,
+        error,
+        task.incarnation,
+    )

@@ -6,7 +6,7 @@ from .helpers import at, started
 
 
 def test_task_wire_has_exactly_the_issue_fields() -> None:
-    _, (task,) = started(at(10, 1), params={"query": "up", "labels": {"env": "prod"}})
+    state, (task,) = started(at(10, 1), params={"query": "up", "labels": {"env": "prod"}})
     wire = task.to_wire()
     assert wire == {
         "task_id": f"cluster-a/{at(10, 0)}/1",
@@ -18,7 +18,9 @@ def test_task_wire_has_exactly_the_issue_fields() -> None:
         "dispatched_ms": at(10, 1),
         "deadline_ms": at(10, 2),
         "params": {"query": "up", "labels": {"env": "prod"}},
+        "incarnation": state.incarnation,
     }
+    assert 0 <= state.incarnation < 2**53
     assert json.loads(json.dumps(wire)) == wire
     assert isinstance(task, Task)
 

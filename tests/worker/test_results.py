@@ -30,6 +30,33 @@ TASK = Task(
 HEAD = {"stream_id": "s1-é", "start_ms": 1_000, "end_ms": 61_000, "attempt": 2}
 
 
+def test_results_echo_the_tasks_incarnation_when_it_has_one() -> None:
+    task = _with_incarnation(4242)
+    for value in (
+        result_value(task, Ack(45_000)),
+        result_value(task, Nack(NO_DATA, "empty")),
+        heartbeat_value(task),
+    ):
+        assert json.loads(value)["incarnation"] == 4242
+        assert decode_result(value).incarnation == 4242
+    assert "incarnation" not in json.loads(result_value(TASK, Ack(45_000)))
+
+
+def _with_incarnation(incarnation: int) -> Task:
+    return Task(
+        task_id=TASK.task_id,
+        stream_id=TASK.stream_id,
+        start_ms=TASK.start_ms,
+        end_ms=TASK.end_ms,
+        step_ms=TASK.step_ms,
+        attempt=TASK.attempt,
+        dispatched_ms=TASK.dispatched_ms,
+        deadline_ms=TASK.deadline_ms,
+        params=TASK.params,
+        incarnation=incarnation,
+    )
+
+
 def test_acks_nacks_and_heartbeats_echo_the_attempt_they_answer() -> None:
     assert json.loads(result_value(TASK, Ack(45_000))) == {
         **HEAD,
