@@ -485,9 +485,16 @@ def test_sigterm_stops_within_10_s_even_when_the_broker_is_gone(
     broker = ephemeral_broker(tmp_path / "kafka")  # its own broker: this test stops it
     broker.start()
     try:
-        proc = CoordinatorProcess(KafkaSettings(broker.bootstrap_servers), "gone",
-                                  tmp_path / "data", tmp_path / "log", engine=engine)  # fmt: skip
+        kafka = KafkaSettings(broker.bootstrap_servers)
+        proc = CoordinatorProcess(kafka, "gone", tmp_path / "data", tmp_path / "log",
+                                  engine=engine)  # fmt: skip
         proc.start().wait_ready()
+        # A stream whose task times out every second: there is always new work to commit.
+        tail = Tail(kafka, "gone", ["tasks"], "gone-tail")
+        s = sid()
+        Feed(kafka, "gone").upsert(s, past_start(), **FAST)
+        tail.wait_for("a task", lambda: tasks_of(tail, s))
+        tail.close()
         broker.stop()
         time.sleep(1)
         took = proc.stop(within_s=10)
