@@ -34,11 +34,21 @@ def wait_ready(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
     Raises BrokerUnavailable naming the address once `timeout_s` has passed, so that no caller
     hangs on a cluster that is not there.
     """
+    refused: list[str] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            refused.append(err.str())
+
     # librdkafka would print every refused connection while we wait; we report once instead.
-    client = AdminClient(settings.librdkafka(log_level=0))
+    client = AdminClient(settings.librdkafka(log_level=0, error_cb=on_error))
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while True:
+        if refused:  # waiting longer cannot help: say so at once
+            raise BrokerUnavailable(
+                f"the broker at {settings.bootstrap_servers} refused the credentials: {refused[0]}"
+            )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise BrokerUnavailable(

@@ -251,6 +251,6 @@ def test_the_cli_with_a_wrong_password_fails_in_time_and_prints_no_secret(
     began = time.monotonic()
     done = _cli(env, "--connect-timeout", "3", "--output", "json", "streams", "list")
     assert done.returncode != 0
-    assert "no Kafka broker answered" in done.stdout + done.stderr
-    assert time.monotonic() - began < 30
+    assert "refused the credentials" in done.stdout + done.stderr
+    assert time.monotonic() - began < 15
     assert password not in done.stdout + done.stderr  # nor the wrong one, which starts alike
