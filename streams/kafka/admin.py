@@ -45,6 +45,7 @@ def wait_ready(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while True:
+        client.poll(0)  # serves the error callback
         if refused:  # waiting longer cannot help: say so at once
             raise BrokerUnavailable(
                 f"the broker at {settings.bootstrap_servers} refused the credentials: {refused[0]}"
