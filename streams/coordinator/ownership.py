@@ -5,6 +5,10 @@ A partition is rebuilt (indexed, its outboxes announced again) when it is assign
 reset, before any input or tick of it is handled, so that a new owner never announces a commit
 ahead of the ones its predecessor left unconfirmed. The partitions are those of `control` and
 `results` (the Faust app passes its tick partitions, which are numbered alike).
+
+Two clocks: `now_ms`, the wall clock, passed in and used for window times only (due, deadline,
+flush); `monotonic_ms`, for intervals inside the process (a tick's resend), so that a step of
+the wall clock neither withholds a tick nor sends a burst of them.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from streams import clock
 from streams.coordinator.announcer import Announcer
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
@@ -40,6 +45,7 @@ class Ownership:
         index: DueIndex,
         replays: ReplayLane | None,
         metrics: CoordinatorMetrics,
+        monotonic_ms: Callable[[], int] = clock.monotonic_ms,
     ) -> None:
         self.partitions = partitions
         self.records = records
@@ -50,7 +56,8 @@ class Ownership:
         self.metrics = metrics
         self.assigned: set[int] = set()
         self.unbuilt: set[int] = set()
-        self._tick_sent: dict[int, int] = {}
+        self._tick_sent: dict[int, int] = {}  # monotonic ms
+        self._monotonic_ms = monotonic_ms
 
     def partition(self, stream_id: str) -> int:
         return partition_of(stream_id.encode(), self.partitions)
@@ -100,13 +107,14 @@ class Ownership:
     def partitions_to_tick(self, now_ms: int) -> list[int]:
         """Owned partitions that need a tick now: unbuilt, or with something due."""
         due = []
+        mono_ms = self._monotonic_ms()
         for p in sorted(self.assigned):
             sent = self._tick_sent.get(p)
-            if sent is not None and now_ms - sent < TICK_RESEND_MS:
+            if sent is not None and mono_ms - sent < TICK_RESEND_MS:
                 continue  # one tick in flight per partition is enough
             wake = self.index.next_wake_ms(p)
             if p in self.unbuilt or (wake is not None and wake <= now_ms):
-                self._tick_sent[p] = now_ms
+                self._tick_sent[p] = mono_ms
                 due.append(p)
         return due
 

@@ -18,8 +18,9 @@ changelog partition of the event being processed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS, Announcer, Message, send_all
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
@@ -47,7 +48,8 @@ class Processor:
 
     `transactional=True` is for an engine whose outputs and state commit together: no outbox
     or delivery callbacks, commits flushed once per transaction at `checkpoint`, and state
-    written to the store at `checkpoint` only.
+    written to the store at `checkpoint` only. `monotonic_ms` is the clock of intervals inside
+    the process (a tick's resend); window times use the `now_ms` each call passes.
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class Processor:
         replay_concurrency: int = 2,
         metrics: CoordinatorMetrics | None = None,
         transactional: bool = False,
+        monotonic_ms: Callable[[], int] = clock.monotonic_ms,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -107,6 +110,7 @@ class Processor:
             self.index,
             self.replays,
             self._metrics,
+            monotonic_ms,
         )
 
     @property

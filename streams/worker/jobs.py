@@ -1,6 +1,9 @@
 """The worker's schedule: which taken tasks wait, which run, and when each one heartbeats.
 
-Pure and single-threaded (the runtime's loop thread owns it); time is an argument. A job moves
+Pure and single-threaded (the runtime's loop thread owns it); time is an argument, two clocks:
+``now_ms``, the wall clock that task times (``end_ms``, ``deadline_ms``) are compared with, and
+``mono_ms``, a monotonic clock for intervals inside the process (heartbeats, how long a handler
+has run), which a step of the wall clock does not move. A job moves
 
     waiting (arrived before its end_ms) -> ready -> running -> answered -> delivered
 
@@ -35,8 +38,8 @@ class Job:
     token: OffsetToken
     state: State = "ready"
     started_s: float = 0.0  # monotonic, set by the runtime when the handler starts
-    started_ms: int = 0  # the board's clock when it started
-    next_heartbeat_ms: int | None = None
+    started_mono_ms: int = 0  # the board's monotonic clock when it started
+    next_heartbeat_mono_ms: int | None = None
     result: bytes | None = field(default=None, repr=False)
 
 
@@ -76,12 +79,15 @@ class JobBoard:
             self._ready.append(job)
         return job
 
-    def start_due(self, now_ms: int) -> tuple[list[Job], list[Job]]:
+    def start_due(self, now_ms: int, mono_ms: int | None = None) -> tuple[list[Job], list[Job]]:
         """Jobs to start now, as threads are free, and jobs that expired before they could.
 
         Started jobs are ``running`` with their first heartbeat scheduled: a third of the
         timeout after dispatch, or at once if that time has passed while the task waited.
+        ``mono_ms`` is the monotonic clock (None: a test that runs both clocks as one).
         """
+        if mono_ms is None:
+            mono_ms = now_ms
         expired = [
             j
             for j in self._jobs
@@ -103,35 +109,41 @@ class JobBoard:
             if job.state != "ready":
                 continue
             job.state = "running"
-            job.started_ms = now_ms
+            job.started_mono_ms = mono_ms
             interval = heartbeat_interval_ms(job.task)
             if interval is not None:
-                job.next_heartbeat_ms = max(now_ms, job.task.dispatched_ms + interval)
+                # the one wall-clock reading: how long until a third of the timeout has passed
+                wait_ms = max(0, job.task.dispatched_ms + interval - now_ms)
+                job.next_heartbeat_mono_ms = mono_ms + wait_ms
             self._running.add(job)
             started.append(job)
         return started, expired
 
-    def heartbeats_due(self, now_ms: int) -> list[Job]:
-        """Running jobs whose heartbeat is due; each next one is scheduled an interval later.
+    def heartbeats_due(self, mono_ms: int) -> list[Job]:
+        """Running jobs whose heartbeat is due at the monotonic ``mono_ms``; each next one is
+        scheduled an interval later.
 
         A job running for longer than ``max_run_ms`` gets none any more: a hung handler must
         not keep its window from timing out at the coordinator.
         """
         due = []
+        max_run_ms = self._max_run_ms
         for job in self._running:
-            if job.next_heartbeat_ms is not None and now_ms >= job.next_heartbeat_ms:
-                if self._max_run_ms is not None and now_ms - job.started_ms >= self._max_run_ms:
-                    job.next_heartbeat_ms = None
+            at_ms = job.next_heartbeat_mono_ms
+            if at_ms is not None and mono_ms >= at_ms:
+                ran_ms = mono_ms - job.started_mono_ms
+                if max_run_ms is not None and ran_ms >= max_run_ms:
+                    job.next_heartbeat_mono_ms = None
                     log.warning(
                         "task %s has run for %d s; no more heartbeats, so the coordinator can "
                         "time it out (its thread stays busy until the handler returns)",
                         job.task.task_id,
-                        (now_ms - job.started_ms) // 1000,
+                        ran_ms // 1000,
                     )
                     continue
                 interval = heartbeat_interval_ms(job.task)
                 assert interval is not None
-                job.next_heartbeat_ms = now_ms + interval
+                job.next_heartbeat_mono_ms = mono_ms + interval
                 due.append(job)
         return due
 

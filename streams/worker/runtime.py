@@ -62,8 +62,9 @@ class WorkerRuntime:
     ``shutdown()`` (what ``run()`` does; in-process tests do it with fakes). ``stop()`` may be
     called from any thread or a signal handler. Handler calls go to ``executor`` (by default
     ``concurrency`` daemon threads); metrics to ``registry`` (the default one if None);
-    ``now_ms`` is the wall clock that task times are compared with. Commits while running go
-    out at most every ``commit_interval_s``.
+    ``now_ms`` is the wall clock that task times are compared with, ``monotonic_ms`` the clock of
+    intervals (heartbeats, a handler's run time), which a wall-clock step does not move. Commits
+    while running go out at most every ``commit_interval_s``.
     """
 
     def __init__(
@@ -76,11 +77,13 @@ class WorkerRuntime:
         executor: HandlerExecutor | None = None,
         registry: CollectorRegistry | None = None,
         now_ms: Callable[[], int] = clock.now_ms,
+        monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         commit_interval_s: float = 0.1,
     ) -> None:
         self._handler = handler
         self._config = config
         self._now_ms = now_ms
+        self._monotonic_ms = monotonic_ms
         self._metrics = WorkerMetrics.for_registry(registry)
         self._in_flight = self._metrics.in_flight.labels(pipeline=config.pipeline)
         self._stop = threading.Event()
@@ -193,7 +196,7 @@ class WorkerRuntime:
 
     def _start_due(self) -> None:
         now_ms = self._now_ms()
-        started, expired = self._board.start_due(now_ms)
+        started, expired = self._board.start_due(now_ms, self._monotonic_ms())
         for job in expired:
             self._expire(job.task, job.token, now_ms)
         for job in started:
@@ -268,7 +271,7 @@ class WorkerRuntime:
                 self._produce(job)
 
     def _send_heartbeats(self) -> None:
-        for job in self._board.heartbeats_due(self._now_ms()):
+        for job in self._board.heartbeats_due(self._monotonic_ms()):
             report = _heartbeat_report(job.task.task_id)
             self._sink.send(stream_key(job.task.stream_id), heartbeat_value(job.task), report)
 

@@ -129,9 +129,12 @@ class Driver:
         replay_store: InMemoryStore | None = None,
         transactional: bool = False,
         checkpoint_each: bool = True,
+        mono_ms: int | None = None,
     ) -> None:
         """`transactional`: play the confluent engine; with `checkpoint_each` it commits a
-        transaction after every input and tick it feeds (call `checkpoint` yourself if not)."""
+        transaction after every input and tick it feeds (call `checkpoint` yourself if not).
+        `mono_ms`: the Processor's monotonic clock, which a test moves; while None it reads as
+        the last `now_ms` the driver was given (the two clocks agree)."""
         self.store = InMemoryStore() if store is None else store
         self.replay_store = InMemoryStore() if replay_store is None else replay_store
         self.emitter = RecordingEmitter()
@@ -141,6 +144,8 @@ class Driver:
         self.transactional = transactional
         self.checkpoint_each = transactional and checkpoint_each
         extra = {"transactional": True} if transactional else {}
+        self.mono_ms = mono_ms
+        self._last_now_ms = 0
         self.processor = Processor(
             self.topics,
             partitions,
@@ -149,6 +154,7 @@ class Driver:
             flush_ms,
             replay_store=self.replay_store,
             replay_concurrency=1,
+            monotonic_ms=self._monotonic_ms,
             **extra,
         )
         self._offsets: dict[str, int] = {}
@@ -166,7 +172,11 @@ class Driver:
             self.replay_store,
             self.transactional,
             self.checkpoint_each,
+            self.mono_ms,
         )
+
+    def _monotonic_ms(self) -> int:
+        return self._last_now_ms if self.mono_ms is None else self.mono_ms
 
     def checkpoint(self, now_ms: int) -> None:
         """Where the transactional engine commits: state written, commits flushed."""
@@ -192,6 +202,7 @@ class Driver:
             key = value["stream_id"].encode()
         if partition is None:
             partition = 0 if key is None else partition_of(key, self.partitions)
+        self._last_now_ms = now_ms
         offset = self._offsets.get(topic, 0)
         self._offsets[topic] = offset + 1
         self.processor.on_message(topic, partition, offset, key, raw, now_ms)
@@ -213,6 +224,7 @@ class Driver:
 
     def tick(self, now_ms: int) -> list[int]:
         """Tick every partition the processor asks for, as the timer and tick topic do."""
+        self._last_now_ms = now_ms
         ticked = self.processor.partitions_to_tick(now_ms)
         for p in ticked:
             self.send(self.topics.ticks, None, now_ms, partition=p)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streams.coordinator.processor import RETRY_AFTER_ERROR_MS
+from streams.coordinator.processor import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS
 
 from .fakes import T0, Driver, RecordingEmitter, ack, at
 
@@ -123,3 +123,22 @@ def test_reset_drops_what_was_not_checkpointed_and_rebuilds_before_the_next_inpu
     assert (commit["previous_ms"], commit["downstream_ms"]) == (T0, at(10, 1))
     assert [t["start_ms"] for t in d.tasks()] == [at(10, 2)]  # the next window, once
     assert d.processor.index.next_wake_ms(d.partition(SID)) is not None
+
+
+def test_a_lost_tick_is_sent_again_after_the_resend_interval_whatever_the_wall_clock_does() -> None:
+    d = Driver(mono_ms=1_000)
+    d.assign(SID)
+    d.upsert(SID, at(10, 0, 30))  # (10:00, 10:01] is due at 10:01
+    p = d.partition(SID)
+    assert d.processor.partitions_to_tick(at(10, 30)) == [p]  # a tick sent, and lost
+    d.mono_ms = 1_000 + TICK_RESEND_MS - 1
+    assert d.processor.partitions_to_tick(at(10, 30, 4)) == []  # in flight still
+    # The wall clock steps 25 minutes back (the window is still due on it): the resend is not
+    # withheld until the clock is back at 10:30.
+    d.mono_ms = 1_000 + TICK_RESEND_MS
+    assert d.processor.partitions_to_tick(at(10, 5)) == [p]
+    # And a forward step sends no burst: one tick in flight per partition.
+    d.mono_ms += 1
+    assert d.processor.partitions_to_tick(at(12, 0)) == []
+    d.send(d.topics.ticks, None, at(12, 0, 1), partition=p)  # the resent tick arrives
+    assert len(d.tasks()) == 1

@@ -236,11 +236,15 @@ def test_partitions_to_tick_lists_owned_partitions_that_are_unbuilt_or_due(
     assert processor.partitions_to_tick(at(11, 0)) == []  # not owned, although due
 
     processor.on_assigned(range(d.partitions))
+    d.mono_ms = 0  # the resend interval is on the monotonic clock
     assert processor.partitions_to_tick(at(10, 0, 30)) == list(range(d.partitions))
     # one tick in flight per partition: not again until it is handled or lost
+    d.mono_ms = 1_000
     assert processor.partitions_to_tick(at(10, 0, 31)) == []
     resend = at(10, 0, 30) + TICK_RESEND_MS
+    d.mono_ms = TICK_RESEND_MS - 1
     assert processor.partitions_to_tick(resend - 1) == []
+    d.mono_ms = TICK_RESEND_MS
     assert processor.partitions_to_tick(resend) == list(range(d.partitions))
 
     for q in range(d.partitions):

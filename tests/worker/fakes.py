@@ -193,12 +193,14 @@ class HeldExecutor:
 
 
 class Worker:
-    """A ``WorkerRuntime`` over the three fakes, at a clock the test sets (``now_ms``)."""
+    """A ``WorkerRuntime`` over the three fakes, at clocks the test sets: ``now_ms`` (wall) and
+    ``mono_ms`` (monotonic; while None, it reads as ``now_ms``: the two clocks agree)."""
 
     def __init__(
         self, handler: Handler, now_ms: int, commit_interval_s: float = 0.0, **config: Any
     ) -> None:
         self.now_ms = now_ms
+        self.mono_ms: int | None = None
         self.source = InMemoryTaskSource()
         self.sink = InMemoryResultSink()
         self.executor = HeldExecutor()
@@ -212,6 +214,7 @@ class Worker:
             executor=self.executor,
             registry=self.registry,
             now_ms=lambda: self.now_ms,
+            monotonic_ms=lambda: self.now_ms if self.mono_ms is None else self.mono_ms,
             commit_interval_s=commit_interval_s,
         )
         self.runtime.open()

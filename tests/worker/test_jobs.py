@@ -100,6 +100,17 @@ def test_heartbeats_come_every_third_of_the_timeout_from_dispatch() -> None:
     assert board.heartbeats_due(NOW + 600) == [job]
 
 
+def test_heartbeats_and_max_run_follow_the_monotonic_clock_not_the_wall_clock() -> None:
+    board = JobBoard(concurrency=1, max_run_ms=1_000)
+    job = board.admit(task(1, timeout_ms=900), token(1), NOW)
+    board.start_due(NOW + 100, mono_ms=5_000)  # the first heartbeat is 200 ms away
+
+    assert board.heartbeats_due(5_199) == []
+    assert board.heartbeats_due(5_200) == [job]
+    assert board.heartbeats_due(5_500) == [job]
+    assert board.heartbeats_due(6_000) == []  # ran 1 s on the monotonic clock: no more
+
+
 def test_a_task_started_late_heartbeats_at_once() -> None:
     board = JobBoard(concurrency=1)
     job = board.admit(task(1, timeout_ms=900), token(1), NOW)
@@ -180,4 +191,4 @@ def test_a_job_running_past_max_run_gets_no_more_heartbeats() -> None:
     beats = [t for t in range(NOW, NOW + 20_000, 100) if board.heartbeats_due(t)]
     # One a second (a third of the 3 s timeout) while it has run less than 10 s, then none.
     assert beats and max(beats) < NOW + 10_000 and len(beats) >= 8
-    assert job.next_heartbeat_ms is None
+    assert job.next_heartbeat_mono_ms is None

@@ -143,6 +143,24 @@ def test_a_running_task_heartbeats_every_third_of_its_timeout() -> None:
     assert len(worker.sink.values("heartbeat")) == 2  # none once it is answered
 
 
+def test_heartbeats_keep_their_pace_when_the_wall_clock_steps_back_or_forward() -> None:
+    worker = Worker(ack_all, T0)
+    worker.mono_ms = 1_000
+    started(worker, task(timeout_ms=30_000))
+    worker.now_ms, worker.mono_ms = T0 - 3_600_000, 11_000  # an hour back, 10 s later
+    worker.turns()
+    assert len(worker.sink.values("heartbeat")) == 1
+    worker.now_ms, worker.mono_ms = T0 - 3_590_000, 21_000
+    worker.turns()
+    assert len(worker.sink.values("heartbeat")) == 2
+    worker.now_ms, worker.mono_ms = T0 + 3_600_000, 22_000  # two hours forward, 1 s later
+    worker.turns()
+    assert len(worker.sink.values("heartbeat")) == 2  # no burst: the next is due at 31 s
+    worker.mono_ms = 31_000
+    worker.turns()
+    assert len(worker.sink.values("heartbeat")) == 3
+
+
 def test_a_handler_that_raises_or_answers_badly_is_nacked_handler_error() -> None:
     def handler(task: Task) -> Outcome:
         if task.params.get("raise"):
