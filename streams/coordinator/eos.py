@@ -38,9 +38,9 @@ from streams.kafka.transactions import (
 log = logging.getLogger("streams.coordinator")
 
 BATCH_MAX = 2000
-# Poll timeouts: short while inputs flow (a batch returns when full or at the timeout), longer
-# when idle; never longer than the tick interval, which bounds how late time-driven work runs.
-BUSY_POLL_S = 0.002
+# A batch poll returns when it is full or at its timeout, so the timeout is what the first
+# input of a burst may wait: a few ms (polling that often while idle costs about 1% of a core).
+POLL_S = 0.005
 # A clean stop commits and leaves the group; when that cannot finish (the broker is gone) the
 # process exits anyway: nothing uncommitted was ever visible, and a restart redoes it.
 STOP_DEADLINE_S = 8.0
@@ -115,14 +115,17 @@ class ConfluentEngine:
             replay_concurrency=settings.replay_concurrency,
             metrics=self.metrics,
             transactional=True,
+            # takeover grace: deadlines count once `results` are read (at most a session later)
+            catch_up_max_ms=settings.session_timeout_ms,
         )
         self.positions: dict[tuple[str, int], int] = {}
         self.owned: set[int] = set()
         self.status = "starting"
         self.stats: Counter[str] = Counter()
         self._moved = False  # input positions moved since the last commit
-        self._busy = False  # the last poll returned inputs
         self._changelog_offsets: dict[int, int] = {}
+        # Partitions of `results` not yet read up to their end at assignment: partition -> end.
+        self._catching_up: dict[int, int] = {}
         self._undelivered: list[str] = []
         self._stopping = threading.Event()
 
@@ -132,9 +135,8 @@ class ConfluentEngine:
         self.clients.init_transactions()
         self.clients.subscribe(self.inputs, self._on_assigned, self._on_revoked, self._on_lost)
         interval_s = self.settings.commit_interval_ms / 1000
-        idle_s = self.settings.tick_interval_ms / 1000
         last_commit = time.monotonic()
-        timeout_s = idle_s
+        timeout_s = min(POLL_S, self.settings.tick_interval_ms / 1000)
         self.status = "ok"
         while not self._stopping.is_set():
             try:
@@ -150,7 +152,6 @@ class ConfluentEngine:
             except TidemarkError as exc:  # e.g. a restore that found no broker
                 log.error("%s; exiting: a restart carries on from the last commit", exc)
                 raise SystemExit(1) from exc
-            timeout_s = BUSY_POLL_S if self._busy else idle_s
         self._stop()
 
     def _step(self, timeout_s: float, interval_s: float, last_commit: float) -> bool:
@@ -167,7 +168,8 @@ class ConfluentEngine:
             except Exception:  # a bug must not stop the coordinator
                 log.exception("failed on %s[%d]@%d", m.topic, m.partition, m.offset)
             positions[(m.topic, m.partition)] = m.offset + 1
-        self._busy = bool(batch)
+        if self._catching_up:
+            self._note_caught_up()
         if batch:
             self._moved = True
         self._punctuate(now)
@@ -179,6 +181,15 @@ class ConfluentEngine:
             self.commit(now)
             return True
         return False
+
+    def _note_caught_up(self) -> None:
+        """Tell the Processor which partitions have read `results` as far as they stood at
+        assignment, so that their deadlines count from now on."""
+        results = self.topics.results
+        for p, end in list(self._catching_up.items()):
+            if self.positions.get((results, p), -1) >= end:
+                del self._catching_up[p]
+                self.processor.on_caught_up(p)
 
     def _punctuate(self, now: int) -> None:
         for partition in self.processor.partitions_to_tick(now):
@@ -250,6 +261,10 @@ class ConfluentEngine:
         self.clients.assign(offsets)
         self.owned.update(partitions)
         self.processor.on_assigned(partitions)
+        results = self.topics.results
+        for p in partitions:  # where `results` stand now: read that far before any timeout
+            self._catching_up[p] = watermarks(self.settings.kafka, results, p)[1]
+        self._note_caught_up()
         self.status = "ok"
         log.info(
             "assigned partitions %s: %d changelog records restored in %.2f s",
@@ -302,6 +317,8 @@ class ConfluentEngine:
         for p in partitions:
             self.state.close(p)
         self.positions = {tp: o for tp, o in self.positions.items() if tp[1] not in partitions}
+        for p in partitions:
+            self._catching_up.pop(p, None)
         self.owned -= partitions
         self._moved = False
 
