@@ -145,14 +145,14 @@ class Demo:
 
     def _register_streams(self) -> None:
         # Start each demo afresh: a delete, then the upsert (one partition, in order).
+        configs = demo_streams(now_ms())
         records = [
             (stream_key(config.stream_id), encode_control(control))
-            for config in demo_streams(now_ms())
+            for config in configs
             for control in (Delete(config.stream_id), Upsert(config))
         ]
         send_all(self.settings, self.topics.control, records)
-        console.print("registered demo streams: "
-                      + ", ".join(c.stream_id for c in demo_streams(0)))  # fmt: skip
+        console.print("registered demo streams: " + ", ".join(c.stream_id for c in configs))
 
     def _show(self, model: ReadModel) -> None:
         deadline = None if self.seconds is None else time.monotonic() + self.seconds
