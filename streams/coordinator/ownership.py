@@ -6,6 +6,13 @@ reset, before any input or tick of it is handled, so that a new owner never anno
 ahead of the ones its predecessor left unconfirmed. The partitions are those of `control` and
 `results` (the Faust app passes its tick partitions, which are numbered alike).
 
+Takeover grace: a new owner (a restart, a takeover) fails no attempt on its deadline until the
+engine says it has read `results` up to where they stood at assignment (`on_caught_up`), since
+the acks its predecessor never read may be waiting there. Until then a stream whose only due
+work is a passed deadline is held out of the index, and put back once caught up; a partition
+that is not caught up within `catch_up_max_ms` (monotonic) is treated as caught up, so that a
+stuck read cannot suppress timeouts for good.
+
 Two clocks: `now_ms`, the wall clock, passed in and used for window times only (due, deadline,
 flush); `monotonic_ms`, for intervals inside the process (a tick's resend), so that a step of
 the wall clock neither withholds a tick nor sends a burst of them.
@@ -46,6 +53,7 @@ class Ownership:
         replays: ReplayLane | None,
         metrics: CoordinatorMetrics,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
+        catch_up_max_ms: int | None = None,
     ) -> None:
         self.partitions = partitions
         self.records = records
@@ -58,6 +66,9 @@ class Ownership:
         self.unbuilt: set[int] = set()
         self._tick_sent: dict[int, int] = {}  # monotonic ms
         self._monotonic_ms = monotonic_ms
+        self._catch_up_max_ms = catch_up_max_ms  # None: no grace (the engine never says)
+        self._catching_up: dict[int, int] = {}  # partition -> monotonic ms it gives up waiting
+        self._held: dict[int, set[str]] = {}  # streams whose passed deadlines wait for it
 
     def partition(self, stream_id: str) -> int:
         return partition_of(stream_id.encode(), self.partitions)
@@ -73,6 +84,8 @@ class Ownership:
                 self.assigned.add(p)
                 self.unbuilt.add(p)
                 self._tick_sent.pop(p, None)
+                if self._catch_up_max_ms is not None:
+                    self._catching_up[p] = self._monotonic_ms() + self._catch_up_max_ms
 
     def on_revoked(self, partitions: Iterable[int]) -> None:
         revoked = set(partitions)
@@ -80,6 +93,8 @@ class Ownership:
             self.assigned.discard(p)
             self.unbuilt.discard(p)
             self._tick_sent.pop(p, None)
+            self._catching_up.pop(p, None)
+            self._held.pop(p, None)
             self.index.drop(p)
             self.metrics.drop_partition(p)
         if revoked:
@@ -95,6 +110,26 @@ class Ownership:
             self.index.drop(p)
         self.unbuilt = set(self.assigned)
         self._tick_sent.clear()
+        self._held.clear()  # the rebuild indexes every stream again
+
+    def on_caught_up(self, partition: int) -> None:
+        """The engine has read `results` of `partition` up to where they stood at assignment:
+        deadlines count from now on, and the streams held for them are due at once."""
+        if self._catching_up.pop(partition, None) is None:
+            return
+        for stream_id in self._held.pop(partition, ()):
+            self.index.set(partition, stream_id, 0)
+
+    def _give_up_catching_up(self, mono_ms: int) -> None:
+        for p, until_ms in list(self._catching_up.items()):
+            if mono_ms >= until_ms:
+                log.warning(
+                    "partition %d: results not caught up within %d ms of its assignment; "
+                    "deadlines count again",
+                    p,
+                    self._catch_up_max_ms,
+                )
+                self.on_caught_up(p)
 
     def wake(self, stream_id: str) -> None:
         """Have the stream's time-driven work run at the next tick of its partition."""
@@ -108,6 +143,8 @@ class Ownership:
         """Owned partitions that need a tick now: unbuilt, or with something due."""
         due = []
         mono_ms = self._monotonic_ms()
+        if self._catching_up:
+            self._give_up_catching_up(mono_ms)
         for p in sorted(self.assigned):
             sent = self._tick_sent.get(p)
             if sent is not None and mono_ms - sent < TICK_RESEND_MS:
@@ -129,10 +166,11 @@ class Ownership:
             return
         if self.unbuilt:
             self.build(now_ms)
+        expire = partition not in self._catching_up
         due = self.index.pop_due(partition, now_ms)
         for i, stream_id in enumerate(due):
             try:
-                self._tick_stream(partition, stream_id, now_ms)
+                self._tick_stream(partition, stream_id, now_ms, expire)
             except TidemarkError as exc:
                 if not isinstance(exc, InvalidInput):
                     for left in due[i:]:  # the engine's error: leave nothing unindexed
@@ -142,7 +180,7 @@ class Ownership:
             except Exception as exc:
                 self._failed(partition, stream_id, exc, now_ms)
 
-    def _tick_stream(self, partition: int, stream_id: str, now_ms: int) -> None:
+    def _tick_stream(self, partition: int, stream_id: str, now_ms: int, expire: bool) -> None:
         try:
             record = self.inputs.load(stream_id)
         except InvalidInput as exc:
@@ -154,7 +192,13 @@ class Ownership:
             self.announcer.reannounce(record, now_ms)
         if self.replays is not None:
             self.replays.advance(record.state, now_ms)
-        self.inputs.apply(partition, stream_id, record, advance(record.state, now_ms), now_ms)
+        state = record.state
+        self.inputs.apply(partition, stream_id, record, advance(state, now_ms, expire), now_ms)
+        if not expire:
+            wake = next_due_ms(state)
+            if wake is not None and wake <= now_ms:  # a passed deadline: held until caught up
+                self.index.set(partition, stream_id, next_due_ms(state, deadlines=False))
+                self._held.setdefault(partition, set()).add(stream_id)
 
     def _failed(self, partition: int, stream_id: str, exc: BaseException, now_ms: int) -> None:
         self.inputs.failed(stream_id, exc)

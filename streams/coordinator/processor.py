@@ -50,6 +50,9 @@ class Processor:
     or delivery callbacks, commits flushed once per transaction at `checkpoint`, and state
     written to the store at `checkpoint` only. `monotonic_ms` is the clock of intervals inside
     the process (a tick's resend); window times use the `now_ms` each call passes.
+    `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
+    passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
+    at assignment, and deadlines of p count only from then (or after catch_up_max_ms).
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class Processor:
         metrics: CoordinatorMetrics | None = None,
         transactional: bool = False,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
+        catch_up_max_ms: int | None = None,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -111,6 +115,7 @@ class Processor:
             self.replays,
             self._metrics,
             monotonic_ms,
+            catch_up_max_ms,
         )
 
     @property
@@ -134,6 +139,10 @@ class Processor:
     def on_revoked(self, partitions: Iterable[int]) -> None:
         """Partitions gone to another owner; a transactional engine checkpoints first."""
         self._ownership.on_revoked(partitions)
+
+    def on_caught_up(self, partition: int) -> None:
+        """`results` of `partition` are read up to where they stood when it was assigned."""
+        self._ownership.on_caught_up(partition)
 
     @property
     def assigned(self) -> frozenset[int]:

@@ -164,12 +164,18 @@ def apply_result(state: StreamState | None, result: Result, now_ms: int) -> Deci
     return _decide(state, now_ms, bypasses=(bypass,))
 
 
-def advance(state: StreamState | None, now_ms: int) -> Decision:
-    """The time-driven step: fail every attempt whose deadline passed, then dispatch what is due."""
+def advance(state: StreamState | None, now_ms: int, expire: bool = True) -> Decision:
+    """The time-driven step: fail every attempt whose deadline passed, then dispatch what is due.
+
+    `expire=False` dispatches without failing any attempt: a new owner that has not yet read the
+    results waiting for it must not count its predecessor's downtime against the workers.
+    """
     if state is None:
         return Decision(None, rejected=UNKNOWN_STREAM)
     if type(now_ms) is not int:
         return Decision(state, rejected="now_ms must be an integer")
+    if not expire:
+        return _decide(state, now_ms)
     timeouts = requeues = 0
     bypasses: list[BypassRecord] = []
     for index, window in enumerate(state.windows):
@@ -185,12 +191,17 @@ def advance(state: StreamState | None, now_ms: int) -> Decision:
     return _decide(state, now_ms, tuple(bypasses), timeouts, requeues)
 
 
-def next_due_ms(state: StreamState) -> int | None:
-    """The earliest `now_ms` at which `advance` would change something, or None if never."""
+def next_due_ms(state: StreamState, deadlines: bool = True) -> int | None:
+    """The earliest `now_ms` at which `advance` would change something, or None if never.
+
+    `deadlines=False`: the earliest dispatch alone (what `advance(..., expire=False)` does).
+    """
     earliest: int | None = None
     paused = state.paused
     for window in state.windows:
         if window.in_flight:
+            if not deadlines:
+                continue
             at = window.deadline_ms
         elif window.finished or paused:
             continue

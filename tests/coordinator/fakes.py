@@ -130,11 +130,13 @@ class Driver:
         transactional: bool = False,
         checkpoint_each: bool = True,
         mono_ms: int | None = None,
+        catch_up_max_ms: int | None = None,
     ) -> None:
         """`transactional`: play the confluent engine; with `checkpoint_each` it commits a
         transaction after every input and tick it feeds (call `checkpoint` yourself if not).
         `mono_ms`: the Processor's monotonic clock, which a test moves; while None it reads as
-        the last `now_ms` the driver was given (the two clocks agree)."""
+        the last `now_ms` the driver was given (the two clocks agree). `catch_up_max_ms`: the
+        takeover grace's bound; the test then says when `results` are read (`caught_up`)."""
         self.store = InMemoryStore() if store is None else store
         self.replay_store = InMemoryStore() if replay_store is None else replay_store
         self.emitter = RecordingEmitter()
@@ -145,6 +147,7 @@ class Driver:
         self.checkpoint_each = transactional and checkpoint_each
         extra = {"transactional": True} if transactional else {}
         self.mono_ms = mono_ms
+        self.catch_up_max_ms = catch_up_max_ms
         self._last_now_ms = 0
         self.processor = Processor(
             self.topics,
@@ -155,6 +158,7 @@ class Driver:
             replay_store=self.replay_store,
             replay_concurrency=1,
             monotonic_ms=self._monotonic_ms,
+            catch_up_max_ms=catch_up_max_ms,
             **extra,
         )
         self._offsets: dict[str, int] = {}
@@ -173,6 +177,7 @@ class Driver:
             self.transactional,
             self.checkpoint_each,
             self.mono_ms,
+            self.catch_up_max_ms,
         )
 
     def _monotonic_ms(self) -> int:
@@ -187,6 +192,12 @@ class Driver:
 
     def assign(self, *stream_ids: str) -> None:
         self.processor.on_assigned(self.partition(s) for s in stream_ids)
+
+    def caught_up(self, *stream_ids: str) -> None:
+        """What the engine says once it has read `results` of these streams' partitions up to
+        where they stood at assignment."""
+        for p in {self.partition(s) for s in stream_ids}:
+            self.processor.on_caught_up(p)
 
     def send(
         self,

@@ -1,0 +1,47 @@
+"""Takeover grace on the confluent engine, against a real broker: an ack that waits on `results`
+while no coordinator runs, past its deadline, commits as an ack after the restart."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.settings import KafkaSettings
+from tests.support.coordinator import CoordinatorProcess
+from tests.support.kafka_io import Feed, Tail
+
+pytestmark = pytest.mark.broker
+
+WINDOW = 10_000
+TIMEOUT_MS = 2_000
+
+
+def test_an_ack_waiting_while_the_coordinator_was_down_past_the_deadline_commits_as_ack(
+    kafka: KafkaSettings, unique: str, tmp_path: Path
+) -> None:
+    prefix = f"takeover-{unique}"
+    stream = f"s-{unique}"
+    proc = CoordinatorProcess(kafka, prefix, tmp_path / "c", tmp_path / "c.log", partitions=4)
+    tail = Tail(kafka, prefix, ["tasks", "commits"], f"tail-{unique}")
+    feed = Feed(kafka, prefix)
+    now = time.time_ns() // 1_000_000
+    start = now - now % WINDOW - WINDOW  # one window, due at once
+    proc.start().wait_ready()
+    try:
+        feed.upsert(stream, start, window_ms=WINDOW, step_ms=WINDOW, max_attempts=1,
+                    task_timeout_ms=TIMEOUT_MS, bypass_after_ms=600_000)  # fmt: skip
+        (task,) = tail.wait_for("the first task", lambda: tail.values("tasks", stream)[:1])
+        proc.kill()  # the task is out, its state committed; no coordinator owns the partition
+        feed.ack(task)  # answered in time, and waiting on `results`
+        past = task["deadline_ms"] + 1_000
+        while time.time_ns() // 1_000_000 < past:
+            time.sleep(0.1)
+        proc.start().wait_ready()
+        (commit,) = tail.wait_for("the window's commit", lambda: tail.values("commits", stream))
+        assert [(w["start_ms"], w["reason"]) for w in commit["windows"]] == [(start, "ack")]
+        assert commit["downstream_ms"] == start + WINDOW
+    finally:
+        tail.close()
+        proc.kill()
