@@ -190,16 +190,17 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
                     log.exception("failed on %s[%d]@%d; skipped", m.topic, m.partition, m.offset)
             stream._set_current_event(None)
 
-    def tick_partitions(tps: Iterable[TP]) -> set[int]:
-        return {tp.partition for tp in tps if tp.topic == t.ticks}
+    def owned(tps: Iterable[TP]) -> set[int]:
+        """A stream's partition is owned with its inputs (ticks are co-assigned, not the cause)."""
+        return {tp.partition for tp in tps if tp.topic in (t.control, t.results)}
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers oddly
     def on_revoked(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
-        processor.on_revoked(tick_partitions(args[0]))
+        processor.on_revoked(owned(args[0]))
 
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     def on_assigned(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
-        processor.on_assigned(tick_partitions(args[0]))
+        processor.on_assigned(owned(args[0]))
 
     @app.timer(interval=settings.tick_interval_ms / 1000)  # type: ignore[untyped-decorator]
     async def tick() -> None:
