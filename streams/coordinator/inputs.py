@@ -19,7 +19,7 @@ from streams.coordinator.index import DueIndex
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
-from streams.coordinator.records import Records
+from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.topics import Topics
 from streams.core import (
@@ -70,6 +70,12 @@ class Inputs:
         self.stats = stats
         self.metrics = metrics
         self._loaded: str | None = None  # the stream whose record the current event holds
+        # Per event: the topic names (a `Topics` property formats its name on every read) and
+        # each stream key's partition.
+        self._results_topic = topics.results
+        self._control_topic = topics.control
+        self._tasks_topic = topics.tasks
+        self._placed: dict[bytes, int] = {}
 
     def handle(
         self,
@@ -83,9 +89,9 @@ class Inputs:
         """Handle one input of `control` or `results` (anything else is rejected)."""
         self._loaded = None
         try:
-            if topic == self.topics.results:
+            if topic == self._results_topic:
                 self._result(partition, key, value, now_ms)
-            elif topic == self.topics.control:
+            elif topic == self._control_topic:
                 self._control(partition, key, value, now_ms)
             else:
                 raise InvalidInput("topic", f"{topic!r} is not an input topic")
@@ -114,23 +120,30 @@ class Inputs:
         self._check_key(stream_id, key, partition)
         outcome = result.outcome
         self.stats[_RESULT_STATS[outcome]] += 1
-        self.metrics.result(outcome)
-        record = self.load(stream_id)
-        replays = self.replays
-        if (
-            record is not None
-            and replays is not None
-            and replays.busy(stream_id)
-            and self._replay_result(partition, record, result, now_ms)
-        ):
-            return
-        decision = apply_result(record.state if record else None, result, now_ms)
+        metrics = self.metrics
+        metrics.result(outcome)
+        record = self.records.load(stream_id)
+        self._loaded = stream_id
+        if record is None:
+            state = None
+        else:
+            if not self.announcer.transactional:
+                self.announcer.confirm(stream_id, record)
+            replays = self.replays
+            if (
+                replays is not None
+                and replays.busy(stream_id)
+                and self._replay_result(partition, record, result, now_ms)
+            ):
+                return
+            state = record.state
+        decision = apply_result(state, result, now_ms)
         if (decision.rejected is not None or decision.ignored is not None) and self._settled(
             decision
         ):
             return
         if outcome == "ack":
-            self.metrics.accepted(stream_id, result, now_ms)
+            metrics.accepted(stream_id, result, now_ms)
         self.apply(partition, stream_id, record, decision, now_ms)
 
     def _control(self, partition: int, key: bytes | None, value: bytes | None, now_ms: int) -> None:
@@ -211,12 +224,13 @@ class Inputs:
             return
         if record is None:
             record = Record.new(state)
-        record.state = state
+        else:
+            record.state = state
         out: list[Message] = []
         tasks = decision.tasks
         if tasks:
             key = stream_id.encode()
-            topic = self.topics.tasks
+            topic = self._tasks_topic
             dumps = orjson.dumps
             for task in tasks:
                 out.append((topic, key, dumps(task.to_wire()), None, None))
@@ -229,18 +243,29 @@ class Inputs:
                 self.replays.note_bypasses(stream_id, decision.bypasses)
         flush_at = announcer.flush_if_due(record, now_ms, out) if state.unannounced else None
         records = self.records
-        encoded = records.encode(record)
-        if out:
-            send_all(self.emitter, out)
-        records.save(stream_id, record, encoded)
-        if not announcer.transactional:
+        if announcer.transactional:
+            if out:
+                send_all(self.emitter, out)
+            records.save(stream_id, record, None)
+        else:
+            encoded = record.encode()
+            if out:
+                send_all(self.emitter, out)
+            records.save(stream_id, record, encoded)
             announcer.saved(stream_id, record)
         self.metrics.applied(partition, stream_id, decision)
-        self.reindex(partition, record, flush_at)
+        self.reindex(partition, record, flush_at, stream_id)
 
-    def reindex(self, partition: int, record: Record, flush_at: int | None = None) -> None:
+    def reindex(
+        self,
+        partition: int,
+        record: Record,
+        flush_at: int | None = None,
+        stream_id: str | None = None,
+    ) -> None:
         """When the stream next needs the clock: a dispatch, a deadline, a flush or a replay."""
-        stream_id = record.state.config.stream_id
+        if stream_id is None:
+            stream_id = record.state.config.stream_id
         wake = next_due_ms(record.state)
         if flush_at is not None and (wake is None or flush_at < wake):
             wake = flush_at
@@ -281,7 +306,13 @@ class Inputs:
         expected = stream_id.encode()
         if key != expected:
             raise InvalidInput("key", f"must be the stream_id {stream_id!r} as UTF-8")
-        owner = partition_of(expected, self.partitions)
+        placed = self._placed
+        owner = placed.get(expected)
+        if owner is None:
+            owner = partition_of(expected, self.partitions)
+            if len(placed) >= 2 * RECORD_CACHE_SIZE:
+                placed.clear()  # keys of rejected inputs must not grow it forever
+            placed[expected] = owner
         if owner != partition:
             raise InvalidInput(
                 "partition",

@@ -196,38 +196,52 @@ class CoordinatorMetrics:
                     at_ms = dispatched.get(window.start_ms)
                     if at_ms is not None:
                         observe(max(0, at_ms - window.due_ms) / 1000)
-        self.track(partition, state)
+        windows = state.windows
+        in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
+        self._track(partition, stream_id, state.downstream_ms, in_flight)
 
     def committed(self, commit: Commit) -> None:
         self.commits += 1
-        pending = self._acks.get(commit.stream_id)
+        stream_id = commit.stream_id
+        pending = self._acks.get(stream_id)
         if not pending:
+            return
+        downstream_ms, committed_ms = commit.downstream_ms, commit.committed_ms
+        histogram = self.ack_to_commit
+        if len(pending) == 1:  # the usual case: one ack per commit
+            ack_ms, handled_ms = pending[0]
+            if ack_ms <= downstream_ms:
+                histogram.observe(max(0, committed_ms - handled_ms) / 1000)
+                del self._acks[stream_id]
             return
         kept = []
         for ack_ms, handled_ms in pending:
-            if ack_ms <= commit.downstream_ms:
-                self.ack_to_commit.observe(max(0, commit.committed_ms - handled_ms) / 1000)
+            if ack_ms <= downstream_ms:
+                histogram.observe(max(0, committed_ms - handled_ms) / 1000)
             else:
                 kept.append((ack_ms, handled_ms))
         if kept:
-            self._acks[commit.stream_id] = kept
+            self._acks[stream_id] = kept
         else:
-            del self._acks[commit.stream_id]
+            del self._acks[stream_id]
 
     def track(self, partition: int, state: StreamState) -> None:
         """Remember the stream's progress and windows in flight (on every save and rebuild)."""
-        stream_id = state.config.stream_id
         windows = state.windows
         in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
-        self._marks[stream_id] = state.downstream_ms
+        self._track(partition, state.config.stream_id, state.downstream_ms, in_flight)
+
+    def _track(self, partition: int, stream_id: str, downstream_ms: int, in_flight: int) -> None:
+        self._marks[stream_id] = downstream_ms
         entry = self._streams.get(stream_id)
         if entry is None:
             self._streams[stream_id] = _Stream(partition, in_flight)
             self._in_flight += in_flight
             return
-        self._in_flight += in_flight - entry.in_flight
+        if entry.in_flight != in_flight:
+            self._in_flight += in_flight - entry.in_flight
+            entry.in_flight = in_flight
         entry.partition = partition
-        entry.in_flight = in_flight
 
     def forget(self, stream_id: str) -> None:
         entry = self._streams.pop(stream_id, None)
