@@ -57,6 +57,7 @@ class Announcer:
         self.metrics = metrics
         self.flush_ms = flush_ms
         self.transactional = transactional
+        self._commits_topic = topics.commits  # a `Topics` property formats it on every read
         self._wake = wake  # have a stream's partition ticked for it at once
         self._last_flush: dict[str, int] = {}
         # Faust: (previous_ms, downstream_ms) of delivered commits, and start_ms of delivered
@@ -112,7 +113,8 @@ class Announcer:
         if windows are left waiting (at-least-once only; transactional waits for checkpoint).
 
         At-least-once, the first commit after a quiet interval goes out at once (so ack-to-commit
-        latency is low) and later ones within the interval are coalesced into one.
+        latency is low) and later ones within the interval are coalesced into one; an event at a
+        wall clock stepped back behind the last flush flushes at once.
         """
         state = record.state
         if not state.unannounced:
@@ -126,7 +128,9 @@ class Announcer:
             self._unflushed.discard(stream_id)
         else:
             last = self._last_flush.get(stream_id)
-            if last is not None and now_ms - last < self.flush_ms and not full:
+            # A backward step of the wall clock (now_ms < last) flushes: it must not withhold
+            # commits for as long as the step.
+            if last is not None and 0 <= now_ms - last < self.flush_ms and not full:
                 return last + self.flush_ms
             self._last_flush[stream_id] = now_ms
         self.flush(record, now_ms, out)
@@ -195,16 +199,17 @@ class Announcer:
     def _commit_message(self, commit: Commit) -> Message:
         self.stats["commits"] += 1
         self.metrics.committed(commit)
-        key = commit.stream_id.encode()
+        stream_id = commit.stream_id
+        key = stream_id.encode()
         value = encode_commit(commit)
         if self.transactional:
-            return (self.topics.commits, key, value, None, None)
-        stream_id, span = commit.stream_id, (commit.previous_ms, commit.downstream_ms)
+            return (self._commits_topic, key, value, None, None)
+        span = (commit.previous_ms, commit.downstream_ms)
 
         def delivered() -> None:
             self._delivered.setdefault(stream_id, []).append(span)
 
-        return (self.topics.commits, key, value, delivered, self._failed(stream_id))
+        return (self._commits_topic, key, value, delivered, self._failed(stream_id))
 
     def _bypass_message(self, stream_id: str, wire: dict[str, Any]) -> Message:
         start_ms = wire["start_ms"]

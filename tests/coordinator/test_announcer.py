@@ -132,3 +132,16 @@ def test_a_full_batch_is_flushed_before_the_checkpoint() -> None:
     assert len(early["windows"]) == FLUSH_MAX_WINDOWS
     d.checkpoint(at(10, 6))
     assert spans(d.commits())[1] == (early["downstream_ms"], T0 + count * 1000)
+
+
+# -- at-least-once: the wall clock stepping back ------------------------------------------------
+
+
+def test_a_backward_step_of_the_wall_clock_never_withholds_a_commit() -> None:
+    d, (first, second, third) = in_flight(3, flush_ms=200)
+    d.result(ack(first), at(10, 5, 10))  # the first commit after a quiet interval: at once
+    d.result(ack(second), at(10, 5, 10, 100))  # within the interval: coalesced, waits
+    assert spans(d.commits()) == [(T0, at(10, 1))]
+
+    d.result(ack(third), at(10, 4))  # the clock stepped back a minute: not "too soon"
+    assert spans(d.commits()) == [(T0, at(10, 1)), (at(10, 1), at(10, 3))]
