@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps kafka kafka-stop lint test run clean
+.PHONY: setup system-deps kafka kafka-stop lint test run chaos clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,13 @@ test: lint system-deps
 
 run: setup
 	$(PY) -m streams.demo
+
+# The fault-injection run on a broker of its own (tests/chaos; docs/reliability.md).
+CHAOS_KILLS ?= 100
+CHAOS_ENGINE ?= confluent
+chaos: setup
+	$(PY) -m streams.devbroker fetch
+	$(PY) -m tests.chaos --kills $(CHAOS_KILLS) --engine $(CHAOS_ENGINE)
 
 clean:
 	-$(PY) -m streams.devbroker stop 2>/dev/null

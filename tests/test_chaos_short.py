@@ -1,0 +1,41 @@
+"""The short fault-injection run (tests/chaos): 20 kills, a SIGSTOP, a broker restart, a fuzz
+burst, and the auditor's verdict. `make chaos` is the long one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.broker
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_S = 170  # the run's own deadline: under 3 minutes
+
+
+def test_a_short_chaos_run_finds_no_violation(tmp_path: Path) -> None:
+    engine = os.environ.get("CHAOS_ENGINE", "confluent")
+    cmd = [sys.executable, "-m", "tests.chaos", "--kills", "20", "--fuzz", "2000",
+           "--engine", engine]  # fmt: skip
+    log = tmp_path / "chaos.log"
+    with log.open("w") as out:
+        # It starts and restarts its own broker, whatever cluster the session uses.
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            proc.wait(RUN_S)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)  # it stops everything it started, then exits
+            try:
+                proc.wait(90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+            pytest.fail(f"the chaos run took longer than {RUN_S} s:\n{log.read_text()[-6000:]}")
+    report = log.read_text()
+    summary = report[report.rfind("== chaos run") :] if "== chaos run" in report else report
+    assert proc.returncode == 0, f"exit status {proc.returncode}:\n{summary[-8000:]}"
+    assert "\n0 violations\n" in report, summary[-8000:]
