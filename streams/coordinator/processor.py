@@ -76,6 +76,7 @@ class Processor:
         self.flush_ms = flush_ms
         self.transactional = transactional
         self.index = DueIndex()
+        self._ticks_topic = topics.ticks  # a `Topics` property formats it on every read
         self.stats: Counter[str] = Counter()
         self._metrics = CoordinatorMetrics() if metrics is None else metrics
         self.replays = (
@@ -167,7 +168,7 @@ class Processor:
         failure while handling one stream touches no other (see `streams.coordinator.inputs`).
         Only the engine's own errors (`TidemarkError`s of the broker or transaction) propagate.
         """
-        if topic == self.topics.ticks:
+        if topic == self._ticks_topic:
             self.on_tick(partition, now_ms)
             return
         ownership = self._ownership
@@ -189,7 +190,7 @@ class Processor:
         """
         if not self.transactional:
             return
-        records, announcer = self._records, self._announcer
+        records, announcer, emitter = self._records, self._announcer, self.emitter
         for stream_id in announcer.take_unflushed():
             try:
                 record = records.peek(stream_id)
@@ -198,7 +199,7 @@ class Processor:
                 out: list[Message] = []
                 announcer.flush(record, now_ms, out)
                 records.save(stream_id, record, None)
-                send_all(self.emitter, out)
+                send_all(emitter, out)
             except InvalidInput:
                 continue  # unreadable: logged, left alone
             except TidemarkError:

@@ -29,8 +29,8 @@ def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
         "announced_ms": state.announced_ms,
         "frontier_ms": state.frontier_ms,
         "paused": state.paused,
-        "windows": [_window_to_dict(window) for window in state.windows],
-        "unannounced": [_committed_to_list(done) for done in state.unannounced],
+        "windows": list(map(_window_to_dict, state.windows)),
+        "unannounced": list(map(_committed_to_list, state.unannounced)),
         "incarnation": state.incarnation,
     }
 

@@ -168,7 +168,7 @@ class Task:
             "attempt": self.attempt,
             "dispatched_ms": self.dispatched_ms,
             "deadline_ms": self.deadline_ms,
-            "params": dict(self.params),
+            "params": dict(self.params) if self.params else {},
         }
         if self.replay:
             wire["replay"] = True
