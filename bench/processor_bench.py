@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import platform
 import pstats
 import sys
@@ -191,7 +192,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--profile", choices=sorted(CASES), help="cProfile one case instead")
+    parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=None,
+        help="gen0 GC threshold, as the confluent engine sets it (50000); default: Python's 700",
+    )
     args = parser.parse_args()
+    if args.gc_threshold is not None:
+        gc.set_threshold(args.gc_threshold, 20, 100)
     sys.path.insert(0, str(args.root))
     if args.profile:
         global PROFILER
@@ -204,6 +213,7 @@ def main() -> None:
     print(
         f"Processor in-process, {args.streams} streams, checkpoint every "
         f"{args.checkpoint_every} results; {platform.machine()}, Python {platform.python_version()}"
+        f"; gc threshold {gc.get_threshold()[0]}"
     )
     for name, case in CASES.items():
         if name.rsplit("-", 1)[1] not in modes:
