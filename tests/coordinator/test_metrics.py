@@ -432,7 +432,7 @@ def test_metrics_end_to_end(kafka: KafkaSettings, unique: str, tmp_path: Path) -
 
     def lag_of_both_groups() -> bool:
         groups = by_label(scrape(proc.port), "tidemark_consumer_lag", "group")
-        return {f"{prefix}-coordinator", workers} <= groups.keys()
+        return {Topics(prefix).eos_group, workers} <= groups.keys()  # the confluent engine's
 
     try:
         feed.upsert(healthy, start)  # a 60 s task timeout: each window is acked exactly once
@@ -481,7 +481,7 @@ def test_metrics_end_to_end(kafka: KafkaSettings, unique: str, tmp_path: Path) -
 
     # Consumer lag rows for the coordinators' group (its inputs) and the workers' (tasks).
     rows = [dict(labels) | {"lag": v} for labels, v in m["tidemark_consumer_lag"].items()]
-    coordinator_topics = {r["topic"] for r in rows if r["group"] == f"{prefix}-coordinator"}
+    coordinator_topics = {r["topic"] for r in rows if r["group"] == Topics(prefix).eos_group}
     assert {f"{prefix}.control", f"{prefix}.results"} <= coordinator_topics
     assert {r["topic"] for r in rows if r["group"] == workers} == {f"{prefix}.tasks"}
     assert all(r["lag"] >= 0 for r in rows)
