@@ -21,7 +21,7 @@ class Upsert(NamedTuple):
 
 
 def streams(now_ms: int, count: int = 200) -> list[Upsert]:
-    """`count` streams (at least 60): a fixed mix of kinds, the rest live, 1 s windows mostly."""
+    """`count` streams: a fixed mix of kinds (scaled down below 200), the rest live."""
     live_start = now_ms - now_ms % 1000 - 2000
     # A task's deadline covers the transaction commit that makes it visible and the worker's queue.
     second = {
@@ -119,13 +119,15 @@ def streams(now_ms: int, count: int = 200) -> list[Upsert]:
         ("recreate", 4, {"start_ms": live_start, "bypass_after_ms": 20_000, **fast}),
     ]
     out: list[Upsert] = []
+    scale = min(1.0, count / 200)  # a smaller run keeps every kind, fewer of each
     for kind, n, fields in kinds:
+        n = max(1, round(n * scale))
         out += [Upsert(f"{kind}-{i:03d}", kind, {**second, **fields}) for i in range(n)]
     # Live streams: 20 of 1 s windows, the others of 5 s, so that the whole run stays within
     # what two shared cores carry (about 100 tasks a second) with room to catch up.
     live = {"start_ms": live_start, "bypass_after_ms": 20_000, **fast}
     for i in range(count - len(out)):
-        window = {"window_ms": 1000} if i < 20 else {"window_ms": 5000}
+        window = {"window_ms": 1000} if i < round(20 * scale) else {"window_ms": 5000}
         out.append(Upsert(f"live-{i:03d}", "live", {**second, **live, **window}))
     return out
 
