@@ -62,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--concurrency", type=int, default=4, help="handler threads (4)")
     parser.add_argument(
-        "--buffer", type=int, default=2, help="tasks fetched beyond the running ones (2)"
+        "--buffer",
+        type=int,
+        default=None,
+        help="tasks fetched beyond the running ones (twice --concurrency)",
     )
     parser.add_argument("--group", help="consumer group (default: {prefix}-workers-{pipeline})")
     parser.add_argument(
@@ -117,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             topic_prefix=args.prefix or topic_prefix_from_env(),
             group_id=args.group,
             concurrency=args.concurrency,
-            buffer=args.buffer,
+            buffer=2 * args.concurrency if args.buffer is None else args.buffer,
             grace_s=args.grace_s,
             max_task_s=args.max_task_s,
             instance_id=args.instance_id,

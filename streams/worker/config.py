@@ -39,8 +39,10 @@ class WorkerConfig:
     """What one worker process runs, and how.
 
     ``buffer`` is how many tasks may wait, fetched, beyond the ``concurrency`` running ones:
-    enough to start the next task at once, small enough that a stopped worker returns little
-    work. ``grace_s`` is how long a shutdown waits for running tasks. After ``max_task_s`` a
+    enough that handlers never wait for a fetch (fetching pauses when it is full and resumes
+    once half of it has drained: twice the concurrency by default), small enough that a stopped
+    worker returns little work (its waiting tasks go back as `shutdown` nacks, out again at
+    once). ``grace_s`` is how long a shutdown waits for running tasks. After ``max_task_s`` a
     running handler gets no more heartbeats, so that a hung one cannot hold its window forever:
     the coordinator times the attempt out and retries (or bypasses) it. ``session_timeout_ms``
     is how soon the group gives a dead worker's partitions to others (the brokers' minimum is
@@ -54,7 +56,7 @@ class WorkerConfig:
     topic_prefix: str = DEFAULT_TOPIC_PREFIX
     group_id: str | None = None
     concurrency: int = 4
-    buffer: int = 2
+    buffer: int = 8
     grace_s: float = 10.0
     flush_timeout_s: float = 10.0
     poll_interval_s: float = 0.05

@@ -298,7 +298,14 @@ class WorkerRuntime:
         self._stop.set()
 
     def _apply_backpressure(self) -> None:
-        full = len(self._board) >= self._config.concurrency + self._config.buffer
+        """Pause fetching when concurrency + buffer tasks are taken; resume once half the
+        buffer has drained. librdkafka drops what it had prefetched on a pause, so resuming at
+        the first free slot would fetch again for every single task."""
+        cfg, taken = self._config, len(self._board)
+        if self._paused:
+            full = taken > cfg.concurrency + cfg.buffer - max(1, (cfg.buffer + 1) // 2)
+        else:
+            full = taken >= cfg.concurrency + cfg.buffer
         if full != self._paused:
             (self._source.pause if full else self._source.resume)()
             self._paused = full
