@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-import orjson
-
 from streams.coordinator.announcer import Announcer, Message, send_all
 from streams.coordinator.index import DueIndex
 from streams.coordinator.metrics import CoordinatorMetrics
@@ -35,7 +33,7 @@ from streams.core import (
 from streams.core.lifecycle import UNKNOWN_STREAM
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
-from streams.wire import decode_control, decode_result, rejected_value
+from streams.wire import decode_control, decode_result, encode_task, rejected_value
 
 log = logging.getLogger("streams.coordinator")
 
@@ -231,9 +229,8 @@ class Inputs:
         if tasks:
             key = stream_id.encode()
             topic = self._tasks_topic
-            dumps = orjson.dumps
             for task in tasks:
-                out.append((topic, key, dumps(task.to_wire()), None, None))
+                out.append((topic, key, encode_task(task), None, None))
             stats["tasks"] += len(tasks)
         announcer = self.announcer
         if decision.bypasses:
