@@ -202,9 +202,6 @@ class TransactionalClients:
         for (topic, partition), offset in offsets.items():
             self._consumer.seek(TopicPartition(topic, partition, offset))
 
-    def unassign(self) -> None:
-        self._consumer.unassign()
-
     # -- the transaction ----------------------------------------------------------------
 
     def init_transactions(self) -> None:
@@ -233,13 +230,10 @@ class TransactionalClients:
             try:
                 self._producer.produce(topic, value, key, **kwargs)
                 return
-            except BufferError:  # the local queue is full: serve deliveries, then again
-                self._producer.poll(0.01)
+            except BufferError:  # the local queue is full: serve deliveries, then again (a
+                self._producer.poll(0.01)  # message times out within the transaction timeout)
             except KafkaException as exc:
                 raise _classify(exc, f"producing to {topic}") from exc
-
-    def poll_producer(self) -> None:
-        self._producer.poll(0)
 
     @property
     def in_transaction(self) -> bool:
