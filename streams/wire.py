@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -259,7 +260,22 @@ _TAGS = {
 }
 
 
-def _reason(exc: ValidationError, tags: frozenset[str] | set[str] = frozenset()) -> InvalidInput:
+_Model = TypeVar("_Model")
+
+
+def _validated(
+    validate: Callable[[bytes], _Model], raw: bytes | None, tags: Collection[str] = frozenset()
+) -> _Model:
+    """`validate(raw)`, with an absent value and the first validation error as InvalidInput."""
+    if raw is None:
+        raise InvalidInput("value", "is empty")
+    try:
+        return validate(raw)
+    except ValidationError as exc:
+        raise _reason(exc, tags) from None
+
+
+def _reason(exc: ValidationError, tags: Collection[str] = frozenset()) -> InvalidInput:
     """The first validation error as InvalidInput(field, reason).
 
     `tags`: the union tags of the model ("ack", "upsert", ...), dropped from the location, which
@@ -297,12 +313,7 @@ _VARIANTS = {
 
 def decode_result(raw: bytes | None) -> Result:
     """A `results` value as the core's Result, or InvalidInput naming the field."""
-    if raw is None:
-        raise InvalidInput("value", "is empty")
-    try:
-        msg = _RESULT.validate_json(raw)
-    except ValidationError as exc:
-        raise _reason(exc, _VARIANTS) from None
+    msg = _validated(_RESULT.validate_json, raw, _VARIANTS)
     if msg.end_ms <= msg.start_ms:
         raise InvalidInput("end_ms", "must be after start_ms")
     stream_id, start_ms, end_ms, attempt, incarnation = (
@@ -329,12 +340,7 @@ def _cut(message: str) -> str:
 
 def decode_control(raw: bytes | None) -> Control | Replay:
     """A `control` value as the core's Control, or InvalidInput naming the field."""
-    if raw is None:
-        raise InvalidInput("value", "is empty")
-    try:
-        msg = _CONTROL.validate_json(raw)
-    except ValidationError as exc:
-        raise _reason(exc, _VARIANTS) from None
+    msg = _validated(_CONTROL.validate_json, raw, _VARIANTS)
     if isinstance(msg, ReplayControl):
         if msg.to_ms <= msg.from_ms:
             raise InvalidInput("to_ms", "must be after from_ms")
@@ -397,12 +403,7 @@ def encode_task(task: Task) -> bytes:
 
 def decode_task(raw: bytes | None) -> Task:
     """A `tasks` value as the core's Task (params read-only), or InvalidInput naming the field."""
-    if raw is None:
-        raise InvalidInput("value", "is empty")
-    try:
-        msg = TaskMessage.model_validate_json(raw)
-    except ValidationError as exc:
-        raise _reason(exc) from None
+    msg = _validated(TaskMessage.model_validate_json, raw)
     if msg.end_ms <= msg.start_ms:
         raise InvalidInput("end_ms", "must be after start_ms")
     return Task(
@@ -453,12 +454,7 @@ def encode_commit(commit: Commit) -> bytes:
 
 def decode_commit(raw: bytes | None) -> Commit:
     """A `commits` value as the core's Commit, or InvalidInput naming the field."""
-    if raw is None:
-        raise InvalidInput("value", "is empty")
-    try:
-        msg = CommitMessage.model_validate_json(raw)
-    except ValidationError as exc:
-        raise _reason(exc) from None
+    msg = _validated(CommitMessage.model_validate_json, raw)
     windows = tuple(
         CommittedWindow(w.start_ms, w.end_ms, w.reason, w.attempts) for w in msg.windows
     )
@@ -515,12 +511,7 @@ def decode_bypassed(key: bytes | None, raw: bytes | None) -> Bypassed:
 
 def decode_rejected(raw: bytes | None) -> RejectedMessage:
     """A `rejected` value, or InvalidInput naming the field."""
-    if raw is None:
-        raise InvalidInput("value", "is empty")
-    try:
-        return RejectedMessage.model_validate_json(raw)
-    except ValidationError as exc:
-        raise _reason(exc) from None
+    return _validated(RejectedMessage.model_validate_json, raw)
 
 
 def rejected_value(
