@@ -19,6 +19,7 @@ import faust
 from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from streams.coordinator.catchup import CatchUp
 from streams.coordinator.metrics import (
     ConsumerLagCollector,
     CoordinatorMetrics,
@@ -27,7 +28,8 @@ from streams.coordinator.metrics import (
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
-from streams.kafka.lag import LagReader
+from streams.errors import TidemarkError
+from streams.kafka.lag import LagReader, backlog
 from streams.kafka.output import KafkaOutput
 
 log = logging.getLogger("streams.coordinator")
@@ -166,7 +168,10 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         replay_store=TableStore(table("replays", 8)),
         replay_concurrency=settings.replay_concurrency,
         metrics=metrics,
+        # takeover grace: deadlines count once `results` are read (at most a session later)
+        catch_up_max_ms=settings.session_timeout_ms,
     )
+    catch_up = CatchUp(processor.on_caught_up)
     inputs = app.topic(
         t.control, t.results, t.ticks,
         key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
@@ -189,6 +194,11 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
                 except Exception:  # a bug must not stop the coordinator; the input is logged
                     log.exception("failed on %s[%d]@%d; skipped", m.topic, m.partition, m.offset)
             stream._set_current_event(None)
+            if catch_up.pending:
+                for event in events:
+                    m = event.message
+                    if m.topic == t.results:
+                        catch_up.reached(m.partition, m.offset + 1)
 
     def owned(tps: Iterable[TP]) -> set[int]:
         """A stream's partition is owned with its inputs (ticks are co-assigned, not the cause)."""
@@ -196,11 +206,27 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers oddly
     def on_revoked(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
-        processor.on_revoked(owned(args[0]))
+        partitions = owned(args[0])
+        processor.on_revoked(partitions)
+        catch_up.forget(partitions)
 
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     def on_assigned(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
-        processor.on_assigned(owned(args[0]))
+        partitions = owned(args[0])
+        processor.on_assigned(partitions)
+        generation = catch_up.assigned()
+        loop = app.loop
+
+        def read_backlog() -> None:  # off the event loop: it waits on the broker
+            try:
+                found = backlog(settings.kafka, t.app_id, t.results, partitions)
+            except TidemarkError as exc:
+                log.warning("%s; deadlines count again within a session timeout", exc)
+                return
+            for p, (resume_at, end) in found.items():
+                loop.call_soon_threadsafe(catch_up.expect, generation, p, resume_at, end)
+
+        threading.Thread(target=read_backlog, name="results-backlog", daemon=True).start()
 
     @app.timer(interval=settings.tick_interval_ms / 1000)  # type: ignore[untyped-decorator]
     async def tick() -> None:

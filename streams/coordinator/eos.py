@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streams.clock import now_ms
+from streams.coordinator.catchup import CatchUp
 from streams.coordinator.metrics import ConsumerLagCollector, CoordinatorMetrics, consumer_groups
 from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
@@ -126,8 +127,8 @@ class ConfluentEngine:
         self.stats: Counter[str] = Counter()
         self._moved = False  # input positions moved since the last commit
         self._changelog_offsets: dict[int, int] = {}
-        # Partitions of `results` not yet read up to their end at assignment: partition -> end.
-        self._catching_up: dict[int, int] = {}
+        # Partitions of `results` not yet read up to where they ended at assignment.
+        self.catch_up = CatchUp(self.processor.on_caught_up)
         self._undelivered: list[str] = []
         self._stopping = threading.Event()
 
@@ -170,7 +171,7 @@ class ConfluentEngine:
             except Exception:  # a bug must not stop the coordinator
                 log.exception("failed on %s[%d]@%d", m.topic, m.partition, m.offset)
             positions[(m.topic, m.partition)] = m.offset + 1
-        if self._catching_up:
+        if self.catch_up.pending:
             self._note_caught_up()
         if batch:
             self._moved = True
@@ -188,10 +189,8 @@ class ConfluentEngine:
         """Tell the Processor which partitions have read `results` as far as they stood at
         assignment, so that their deadlines count from now on."""
         results = self.topics.results
-        for p, end in list(self._catching_up.items()):
-            if self.positions.get((results, p), -1) >= end:
-                del self._catching_up[p]
-                self.processor.on_caught_up(p)
+        for p in list(self.catch_up.pending):
+            self.catch_up.reached(p, self.positions.get((results, p), -1))
 
     def _punctuate(self, now: int) -> None:
         for partition in self.processor.partitions_to_tick(now):
@@ -264,9 +263,11 @@ class ConfluentEngine:
         self.owned.update(partitions)
         self.processor.on_assigned(partitions)
         results = self.topics.results
+        generation = self.catch_up.assigned()
         for p in partitions:  # where `results` stand now: read that far before any timeout
-            self._catching_up[p] = watermarks(self.settings.kafka, results, p)[1]
-        self._note_caught_up()
+            low, end = watermarks(self.settings.kafka, results, p)
+            committed = offsets.get((results, p), -1)
+            self.catch_up.expect(generation, p, committed if committed >= 0 else low, end)
         self.status = "ok"
         log.info(
             "assigned partitions %s: %d changelog records restored in %.2f s",
@@ -319,8 +320,7 @@ class ConfluentEngine:
         for p in partitions:
             self.state.close(p)
         self.positions = {tp: o for tp, o in self.positions.items() if tp[1] not in partitions}
-        for p in partitions:
-            self._catching_up.pop(p, None)
+        self.catch_up.forget(partitions)
         self.owned -= partitions
         self._moved = False
 

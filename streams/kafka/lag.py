@@ -60,6 +60,43 @@ def consumer_lag(
     return rows
 
 
+def backlog(
+    settings: KafkaSettings,
+    group: str,
+    topic: str,
+    partitions: Iterable[int],
+    admin: AdminClient | None = None,
+    timeout_s: float = 5.0,
+) -> dict[int, tuple[int, int]]:
+    """Where ``group`` will resume reading each partition of ``topic`` (its committed offset,
+    or the low watermark when it has none or is below it) and the partition's end (the high
+    watermark), as ``{partition: (resume_at, end)}``.
+
+    Raises BrokerUnavailable when the cluster does not answer within ``timeout_s`` per request.
+    """
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    client = admin_client(settings) if admin is None else admin
+    tps = [(topic, p) for p in wanted]
+    with broker_errors(f"could not read where group {group!r} stands on {topic!r}"):
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in wanted])]
+        future = client.list_consumer_group_offsets(request, request_timeout=timeout_s)[group]
+        committed = {
+            tp.partition: tp.offset
+            for tp in _wait(future, timeout_s).topic_partitions or []
+            if tp.error is None and tp.offset >= 0
+        }
+        high = _offsets(client, tps, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
+        low = _offsets(client, tps, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
+    found = {}
+    for p in wanted:
+        if (topic, p) in high:
+            start = max(committed.get(p, 0), low.get((topic, p), 0))
+            found[p] = (start, high[(topic, p)])
+    return found
+
+
 class LagReader:
     """``consumer_lag`` for fixed groups over one AdminClient, made on first use and kept."""
 

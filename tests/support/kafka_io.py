@@ -29,6 +29,14 @@ class Feed:
         self._producer.produce(f"{self.prefix}.{topic}", raw, key_bytes)
         self._producer.flush(10)
 
+    def send_many(self, topic: str, values: Iterable[dict[str, Any]]) -> None:
+        """Each value keyed by its stream_id, flushed once at the end."""
+        for value in values:
+            key = value["stream_id"].encode()
+            self._producer.produce(f"{self.prefix}.{topic}", json.dumps(value).encode(), key)
+            self._producer.poll(0)
+        self._producer.flush(30)
+
     def upsert(self, stream_id: str, start_ms: int, **config: Any) -> None:
         self.send("control", {"type": "upsert", "stream_id": stream_id, "start_ms": start_ms,
                               **config})  # fmt: skip
