@@ -7,6 +7,7 @@ partition (which is the stream's partition, checked by the Processor).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import ssl
@@ -189,6 +190,9 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
             for event in events:
                 stream._set_current_event(event)
                 m = event.message
+                if processor.unbuilt:
+                    await rebuild()
+                    now = now_ms()
                 try:
                     processor.on_message(m.topic, m.partition, m.offset, m.key, m.value, now)
                 except Exception:  # a bug must not stop the coordinator; the input is logged
@@ -199,6 +203,14 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
                     m = event.message
                     if m.topic == t.results:
                         catch_up.reached(m.partition, m.offset + 1)
+
+    async def rebuild() -> None:
+        """Index the unbuilt partitions a slice at a time, before any of their inputs or ticks
+        (which would index them at once): the event loop, and so the group's heartbeats, runs
+        between slices."""
+        while processor.unbuilt:  # again if a rebalance voided it
+            for _ in processor.building(now_ms()):
+                await asyncio.sleep(0)
 
     def owned(tps: Iterable[TP]) -> set[int]:
         """A stream's partition is owned with its inputs (ticks are co-assigned, not the cause)."""

@@ -18,7 +18,7 @@ changelog partition of the event being processed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS, Announcer, Message, send_all
@@ -179,6 +179,16 @@ class Processor:
     def on_tick(self, partition: int, now_ms: int) -> None:
         """Time-driven work of one partition: dispatches, deadlines and flushes that are due."""
         self._ownership.on_tick(partition, now_ms)
+
+    @property
+    def unbuilt(self) -> set[int]:
+        """Owned partitions not yet rebuilt from the store: their first input or tick does it."""
+        return self._ownership.unbuilt
+
+    def building(self, now_ms: int) -> Iterator[int]:
+        """Rebuild the unbuilt partitions a slice at a time, ahead of their first input (see
+        `Ownership.building`); run it to its end, and again while `unbuilt` is not empty."""
+        return self._ownership.building(now_ms)
 
     # -- the transactional engine's hooks ------------------------------------------------
 

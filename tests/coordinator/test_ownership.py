@@ -142,3 +142,54 @@ def test_a_lost_tick_is_sent_again_after_the_resend_interval_whatever_the_wall_c
     assert d.processor.partitions_to_tick(at(12, 0)) == []
     d.send(d.topics.ticks, None, at(12, 0, 1), partition=p)  # the resent tick arrives
     assert len(d.tasks()) == 1
+
+
+def _same_partition_streams(d: Driver, count: int) -> list[str]:
+    found = [SID]
+    n = 0
+    while len(found) < count:
+        n += 1
+        if d.partition(f"s-{n}") == d.partition(SID):
+            found.append(f"s-{n}")
+    return found
+
+
+@BOTH_ENGINES
+def test_an_incremental_rebuild_yields_between_slices_and_indexes_what_a_whole_one_does(
+    transactional: bool,
+) -> None:
+    d = Driver(transactional=transactional)
+    streams = _same_partition_streams(d, 5)
+    d.assign(SID)
+    for sid in streams:
+        d.upsert(sid, at(10, 0))
+    whole, sliced = d.restart(), d.restart()
+    whole.assign(SID)
+    whole.processor._ownership.build(at(10, 0))
+    sliced.assign(SID)
+    yielded = list(sliced.processor._ownership.building(at(10, 0), slice_size=2))
+    assert yielded == [2, 4]
+    assert sliced.processor.unbuilt == set()
+    p = d.partition(SID)
+    assert sorted(sliced.processor.index._wake[p]) == sorted(whole.processor.index._wake[p])
+    sliced.tick(at(10, 5))
+    assert {t["stream_id"] for t in sliced.tasks()} == set(streams)
+
+
+@BOTH_ENGINES
+def test_a_rebalance_while_a_rebuild_is_suspended_voids_it(transactional: bool) -> None:
+    d = Driver(transactional=transactional)
+    streams = _same_partition_streams(d, 5)
+    d.assign(SID)
+    for sid in streams:
+        d.upsert(sid, at(10, 0))
+    again = d.restart()
+    again.assign(SID)
+    building = again.processor._ownership.building(at(10, 0), slice_size=2)
+    assert next(building) == 2
+    again.processor.on_revoked({again.partition(SID)})  # the partition goes meanwhile
+    assert list(building) == []  # nothing more is indexed
+    assert len(again.processor.index) == 0 and again.processor.unbuilt == set()
+    again.assign(SID)  # and comes back: built again, whole
+    assert list(again.processor.building(at(10, 0))) == []
+    assert again.processor.unbuilt == set() and len(again.processor.index) == len(streams)
