@@ -53,6 +53,12 @@ from streams.worker.results import checked_outcome, error_outcome, heartbeat_val
 
 log = logging.getLogger("streams.worker")
 
+# Backpressure (see `WorkerRuntime._apply_backpressure`): how long a full buffer holds the
+# poll before every partition is paused, and how long one wait for a handler lasts meanwhile
+# (short, since a slot frees only once a result's delivery report is served).
+PAUSE_AFTER_MS = 1000
+HOLD_WAIT_S = 0.005
+
 
 class WorkerRuntime:
     """Runs ``handler`` for every task ``source`` gives, answering through ``sink``.
@@ -95,6 +101,8 @@ class WorkerRuntime:
         self._outcomes: queue.SimpleQueue[tuple[Job, Outcome, float]] = queue.SimpleQueue()
         self._redeliver: list[Job] = []
         self._paused = False
+        self._holding = False  # the buffer is full and the loop waits for a handler
+        self._full_since_ms: int | None = None  # monotonic; since when it is full
 
         self._source = source
         self._commits = Committer(source, self._tracker, commit_interval_s)
@@ -168,6 +176,9 @@ class WorkerRuntime:
         if accepting:
             self._apply_backpressure()
         self._in_flight.set(len(self._board))
+        if self._holding:  # full for a moment: wait for a handler rather than poll
+            self._wait_for_outcome(HOLD_WAIT_S)
+            return
         fetched = self._source.poll(self._config.poll_interval_s)
         if fetched is not None:
             self._take(fetched, accepting=accepting)
@@ -220,10 +231,20 @@ class WorkerRuntime:
                 job, outcome, duration_s = self._outcomes.get_nowait()
             except queue.Empty:
                 return
-            if not self._board.returned(job):  # nacked at shutdown already
-                log.info("task %s finished after its shutdown nack; dropped", job.task.task_id)
-                continue
-            self._answer(job, outcome, duration_s)
+            self._returned(job, outcome, duration_s)
+
+    def _wait_for_outcome(self, timeout_s: float) -> None:
+        try:
+            job, outcome, duration_s = self._outcomes.get(timeout=timeout_s)
+        except queue.Empty:
+            return
+        self._returned(job, outcome, duration_s)
+
+    def _returned(self, job: Job, outcome: Outcome, duration_s: float) -> None:
+        if not self._board.returned(job):  # nacked at shutdown already
+            log.info("task %s finished after its shutdown nack; dropped", job.task.task_id)
+            return
+        self._answer(job, outcome, duration_s)
 
     def _answer(self, job: Job, outcome: Outcome, duration_s: float | None = None) -> None:
         """Produce the task's ack or nack; its offset is finished once that is delivered."""
@@ -298,17 +319,38 @@ class WorkerRuntime:
         self._stop.set()
 
     def _apply_backpressure(self) -> None:
-        """Pause fetching when concurrency + buffer tasks are taken; resume once half the
-        buffer has drained. librdkafka drops what it had prefetched on a pause, so resuming at
-        the first free slot would fetch again for every single task."""
+        """Take no more than concurrency + buffer tasks at once.
+
+        A pause costs about a second: librdkafka drops what it had prefetched, and fetches
+        again only at its next fetch decision after the resume (bench/worker_bench.py: 159
+        results/s paused at every full buffer, against 683 never paused, for 800 that 16
+        threads of 20 ms tasks allow). So while full, the loop first stops polling and waits
+        for a handler (`_holding`), which keeps the prefetch; only a buffer full for
+        `PAUSE_AFTER_MS` (long tasks) pauses every partition, which also lets the loop poll
+        again, to serve rebalances. Paused, it resumes once half the buffer has drained, so
+        that one resume fetches many tasks.
+        """
         cfg, taken = self._config, len(self._board)
+        limit = cfg.concurrency + cfg.buffer
         if self._paused:
-            full = taken > cfg.concurrency + cfg.buffer - max(1, (cfg.buffer + 1) // 2)
-        else:
-            full = taken >= cfg.concurrency + cfg.buffer
-        if full != self._paused:
-            (self._source.pause if full else self._source.resume)()
-            self._paused = full
+            if taken <= limit - max(1, (cfg.buffer + 1) // 2):
+                self._source.resume()
+                self._paused = False
+            return
+        if taken < limit:
+            self._full_since_ms = None
+            self._holding = False
+            return
+        mono_ms = self._monotonic_ms()
+        if self._full_since_ms is None:
+            self._full_since_ms = mono_ms
+        if mono_ms - self._full_since_ms < PAUSE_AFTER_MS:
+            self._holding = True
+            return
+        self._holding = False
+        self._full_since_ms = None
+        self._source.pause()
+        self._paused = True
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -343,6 +385,7 @@ class WorkerRuntime:
     def _stop_fetching(self) -> None:
         self._source.pause()
         self._paused = True
+        self._holding = False
 
     def _close(self) -> None:
         try:

@@ -36,6 +36,7 @@ class InMemoryTaskSource:
         self.commits: list[tuple[dict[Partition, int], bool]] = []  # (positions, waited)
         self.committed: dict[Partition, int] = {}
         self.paused = False
+        self.pauses = 0
         self.closed = False
         self.fail_commits = False
         self._events: deque[tuple[str, list[Partition]]] = deque()
@@ -95,6 +96,7 @@ class InMemoryTaskSource:
 
     def pause(self) -> None:
         self.paused = True
+        self.pauses += 1
 
     def resume(self) -> None:
         self.paused = False

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from streams.handler import HANDLER_ERROR, SHUTDOWN, Ack, Nack, Outcome, Task
+from streams.worker.runtime import PAUSE_AFTER_MS
 from tests.worker.fakes import TASKS, Worker
 from tests.worker.kafka_helpers import make_task
 
@@ -250,16 +251,28 @@ def test_a_failed_async_commit_is_made_again() -> None:
     assert worker.source.commits[made:] == [({P0: 1}, False)]
 
 
-def test_backpressure_pauses_fetching_once_concurrency_plus_buffer_tasks_are_taken() -> None:
+def test_a_full_buffer_stops_polling_then_pauses_fetching_once_full_for_a_while() -> None:
     worker = Worker(ack_all, T0, concurrency=1, buffer=1)
     started(worker, task(n=0), task(n=1), task(n=2))
-    assert worker.source.paused
     assert len(worker.executor.held) == 1
     assert worker.source.positions[P0] == 2  # the third task waits in the log
+    assert not worker.source.paused  # not yet: a pause drops librdkafka's prefetch
+
+    worker.now_ms += PAUSE_AFTER_MS  # still full: every partition is paused, polls go on
+    worker.turns(2)
+    assert worker.source.paused and worker.source.positions[P0] == 2
 
     worker.work(6)
     assert not worker.source.paused
     assert len(worker.sink.values("ack")) == 3
+
+
+def test_a_buffer_that_drains_in_time_takes_the_next_task_without_a_pause() -> None:
+    worker = Worker(ack_all, T0, concurrency=1, buffer=1)
+    started(worker, task(n=0), task(n=1), task(n=2))
+    worker.work(8)
+    assert len(worker.sink.values("ack")) == 3
+    assert worker.source.pauses == 0 and worker.source.positions[P0] == 3
 
 
 def test_a_fatal_client_error_stops_the_worker_as_failed() -> None:

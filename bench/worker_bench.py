@@ -1,0 +1,125 @@
+"""Worker throughput: how many tasks a second `tidemark worker` turns into results.
+
+    .venv/bin/python bench/worker_bench.py [--tasks 20000] [--latency-ms 20]
+        [--concurrency 16] [--buffer 64] [--workers 1]
+
+Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.devbroker) for the run.
+
+Pre-fills `tasks` (6 partitions) with `--tasks` tasks of 500 streams, every window already
+ended and its deadline an hour away, then starts `--workers` processes of `tidemark worker
+--pipeline synthetic --option latency_ms=<latency>` and reads `results` until there is one
+per task. Printed: results/s from the first result to the last, beside the ceiling the
+handler threads allow (workers x concurrency / latency), and each worker's CPU time per
+result (from /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from common import broker_for_run, consumer, now_ms
+from confluent_kafka import Producer
+
+from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.settings import KafkaSettings
+
+PARTITIONS = 6
+STREAMS = 500
+HOUR_MS = 3_600_000
+
+
+def prefill(kafka: KafkaSettings, prefix: str, tasks: int) -> None:
+    producer = Producer(kafka.producer(**{"linger.ms": 20}))
+    now = now_ms()
+    origin = now - now % 1000 - tasks // STREAMS * 1000 - 1000
+    for i in range(tasks):
+        sid = f"w-{i % STREAMS:04d}"
+        start = origin + (i // STREAMS) * 1000
+        task = {"task_id": f"{sid}/{start}/1", "stream_id": sid, "start_ms": start,
+                "end_ms": start + 1000, "step_ms": 1000, "attempt": 1, "dispatched_ms": now,
+                "deadline_ms": now + HOUR_MS, "params": {}}  # fmt: skip
+        producer.produce(f"{prefix}.tasks", json.dumps(task).encode(), sid.encode())
+        if i % 5000 == 0:
+            producer.poll(0)
+    left = producer.flush(60)
+    if left:
+        raise SystemExit(f"{left} tasks not delivered within 60 s")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
+    prefix = f"wbench-{uuid.uuid4().hex[:6]}"
+    create_topics(kafka, [TopicSpec(f"{prefix}.{t}", PARTITIONS) for t in ("tasks", "results")])
+    prefill(kafka, prefix, args.tasks)
+    results = consumer(kafka, [f"{prefix}.results"])
+    cmd = [
+        sys.executable, "-m", "streams", "worker", "--pipeline", "synthetic",
+        "--prefix", prefix, "--bootstrap-servers", kafka.bootstrap_servers,
+        "--concurrency", str(args.concurrency), "--buffer", str(args.buffer),
+        "--option", f"latency_ms={args.latency_ms}",
+    ]  # fmt: skip
+    logs = [open(home / f"worker-{i}.log", "ab") for i in range(args.workers)]  # noqa: SIM115
+    procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT) for log in logs]
+    seen, first, last = 0, 0.0, 0.0
+    deadline = time.monotonic() + args.timeout
+    try:
+        while seen < args.tasks:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {seen:,} of {args.tasks:,} results in {args.timeout:g} s")
+            for m in results.consume(1000, 0.2):
+                if m.error() is None:
+                    seen += 1
+                    last = time.monotonic()
+                    first = first or last
+        cpu = [cpu_s(p.pid) for p in procs]
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
+        results.close()
+    took = last - first
+    ceiling = args.workers * args.concurrency / (args.latency_ms / 1000)
+    print(f"{args.tasks:,} tasks, {args.workers} worker(s) x {args.concurrency} threads, "
+          f"latency {args.latency_ms} ms, buffer {args.buffer}:")  # fmt: skip
+    print(f"  {args.tasks / took:,.0f} results/s ({took:.1f} s from the first result to the "
+          f"last); the threads' ceiling is {ceiling:,.0f}/s")  # fmt: skip
+    print(
+        f"  worker CPU: {sum(cpu):.1f} s in all, {sum(cpu) / args.tasks * 1e6:,.0f} µs per "
+        "result (start-up included)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--latency-ms", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--buffer", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=600)
+    args = parser.parse_args()
+    print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    with (
+        tempfile.TemporaryDirectory(prefix="worker-bench-") as tmp,
+        broker_for_run(Path(tmp)) as kafka,
+    ):
+        run(kafka, args, Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
