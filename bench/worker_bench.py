@@ -10,7 +10,8 @@ ended and its deadline an hour away, then starts `--workers` processes of `tidem
 --pipeline synthetic --option latency_ms=<latency>` and reads `results` until there is one
 per task. Printed: results/s from the first result to the last, beside the ceiling the
 handler threads allow (workers x concurrency / latency), and each worker's CPU time per
-result (from /proc).
+result (from /proc). `--resume-probe` measures instead how long a consumer waits for its next
+message after it resumes paused partitions (what a pause costs a worker).
 """
 
 from __future__ import annotations
@@ -55,6 +56,31 @@ def prefill(kafka: KafkaSettings, prefix: str, tasks: int) -> None:
         raise SystemExit(f"{left} tasks not delivered within 60 s")
 
 
+def resume_probe(kafka: KafkaSettings, prefix: str, rounds: int = 10) -> list[float]:
+    """Milliseconds from a consumer's resume of its paused partitions to its next message, with
+    plenty left to read: what a pause costs a worker."""
+    probe = consumer(kafka, [f"{prefix}.tasks"])
+    taken = 0
+    while taken < 100:  # assigned, fetching
+        m = probe.poll(1.0)
+        taken += m is not None and m.error() is None
+    waits = []
+    for _ in range(rounds):
+        assignment = probe.assignment()
+        probe.pause(assignment)
+        for _ in range(3):
+            probe.poll(0.01)
+        probe.resume(assignment)
+        began = time.monotonic()
+        while (m := probe.poll(1.0)) is None or m.error() is not None:
+            pass
+        waits.append((time.monotonic() - began) * 1000)
+        for _ in range(10):
+            probe.poll(0.05)
+    probe.close()
+    return sorted(waits)
+
+
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -64,6 +90,11 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
     prefix = f"wbench-{uuid.uuid4().hex[:6]}"
     create_topics(kafka, [TopicSpec(f"{prefix}.{t}", PARTITIONS) for t in ("tasks", "results")])
     prefill(kafka, prefix, args.tasks)
+    if args.resume_probe:
+        waits = resume_probe(kafka, prefix)
+        print(f"resume -> next message: median {waits[len(waits) // 2]:,.0f} ms, max "
+              f"{waits[-1]:,.0f} ms ({len(waits)} pauses)")  # fmt: skip
+        return
     results = consumer(kafka, [f"{prefix}.results"])
     cmd = [
         sys.executable, "-m", "streams", "worker", "--pipeline", "synthetic",
@@ -111,6 +142,11 @@ def main() -> int:
     parser.add_argument("--buffer", type=int, default=64)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--resume-probe",
+        action="store_true",
+        help="instead: how long a consumer waits for a message after resuming (what a pause costs)",
+    )
     args = parser.parse_args()
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     with (
