@@ -138,7 +138,7 @@ class Chaos:
         self.seen: list[Seen] = []
         self.seen_lock = threading.Lock()
         self.marks: dict[str, int] = {}  # stream -> the downstream_ms of its latest commit
-        self.bypassed_seen: dict[str, list[int]] = defaultdict(list)  # stream -> bypassed_ms
+        self.bypassed_seen: dict[str, list[int]] = defaultdict(list)  # stream -> windows' end_ms
         self.last_task_ms: dict[str, int] = {}
         self.listed: dict[str, Any] = {}  # bypassed key -> its latest value (None: a tombstone)
         self.resent: set[tuple[str, int, int]] = set()  # replays asked again: may find none
@@ -278,7 +278,7 @@ class Chaos:
                 self.marks[commit["stream_id"]] = commit["downstream_ms"]
         elif rec.topic == "bypassed":
             value = json.loads(rec.value)
-            self.bypassed_seen[value["stream_id"]].append(value["bypassed_ms"])
+            self.bypassed_seen[value["stream_id"]].append(value["end_ms"])
         elif rec.topic == "tasks":
             task = json.loads(rec.value)
             self.last_task_ms[task["stream_id"]] = now_ms()
@@ -435,7 +435,11 @@ class Chaos:
                 say(f"{sid}: no window bypassed in its outage, no replay")
                 self.fault_log.append(f"{sid}: no window bypassed in its outage, not replayed")
                 continue
-            rp = Replay(sid, inc.origin_ms, until + 1000, now_ms())
+            # Up to the last window seen bypassed: under load a window after the outage can be
+            # bypassed too (its attempts timed out), and a range without one is rejected.
+            with self.seen_lock:
+                to_ms = max(until + 1000, *self.bypassed_seen[sid])
+            rp = Replay(sid, inc.origin_ms, to_ms, now_ms())
             self.send("control", {"type": "replay", "stream_id": sid,
                                   "from_ms": rp.from_ms, "to_ms": rp.to_ms}, sid)  # fmt: skip
             self.replays.append(rp)
