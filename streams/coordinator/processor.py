@@ -83,7 +83,13 @@ class Processor:
             None
             if replay_store is None
             else ReplayLane(
-                topics, replay_store, emitter, self.stats, replay_concurrency, self._metrics
+                topics,
+                replay_store,
+                emitter,
+                self.stats,
+                replay_concurrency,
+                self._metrics,
+                outbox=not transactional,
             )
         )
         self._records = Records(store, transactional)

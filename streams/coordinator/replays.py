@@ -3,6 +3,12 @@
 Replay state lives in its own table (`replays`, keyed like the streams table), so the hot path
 of live windows never reads or writes it; it is touched on bypasses, replay requests and results
 of replay tasks only. Windows in the lane never move `downstream_ms`.
+
+At least once (Faust, `outbox=True`), a replayed window stays in its state's `announcing` until
+its commit and its tombstone are both delivered, like a live commit in its record's outbox: a
+crash after the save announces it again at the rebuild, a failed delivery at the stream's next
+tick, and a tick after both deliveries drops it. Transactional, the outputs commit with the
+state, so there is no outbox.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from streams.coordinator.topics import Topics
 from streams.core import (
     BypassRecord,
     Commit,
+    CommittedWindow,
     Replay,
     ReplayDecision,
     ReplayState,
@@ -41,6 +48,7 @@ class ReplayLane:
         stats: Counter[str],
         concurrency: int = 2,
         metrics: CoordinatorMetrics | None = None,
+        outbox: bool = False,
     ) -> None:
         self.topics = topics
         self.store = store
@@ -48,7 +56,12 @@ class ReplayLane:
         self.stats = stats
         self.concurrency = concurrency
         self.metrics = metrics
-        self._busy: set[str] = set()  # streams with a replay queued or in flight
+        self.outbox = outbox
+        self._busy: set[str] = set()  # streams with a replay queued, in flight or announcing
+        # The outbox's deliveries: (stream, start_ms) -> how many of its commit and tombstone
+        # are still unconfirmed (0: both delivered); streams with a failed delivery.
+        self._unconfirmed: dict[tuple[str, int], int] = {}
+        self._resend: set[str] = set()
 
     def busy(self, stream_id: str) -> bool:
         return stream_id in self._busy
@@ -97,9 +110,12 @@ class ReplayLane:
             return
         state = self._load(stream_id)
         if state is not None:
+            settled = self._settle(state, live, now_ms)
             decision = lane.advance(state, live.config, self.concurrency, now_ms)
             if decision.tasks or decision.relisted:
                 self._emit(state, live, decision, now_ms)
+            elif settled:
+                self._save(state)
 
     def delete(self, stream_id: str) -> None:
         """Forget a deleted stream's bypassed windows, on `bypassed` too (tombstones)."""
@@ -112,7 +128,8 @@ class ReplayLane:
         self.store.delete(stream_id)
 
     def rebuild(self, owned: Callable[[str], bool]) -> list[str]:
-        """Find busy replays of newly owned streams; return their ids."""
+        """Find busy replays of newly owned streams (an outbox left is announced again at the
+        stream's first tick, which nothing watches yet); return their ids."""
         found = []
         for stream_id, raw in self.store.items():
             if not owned(stream_id):
@@ -125,10 +142,14 @@ class ReplayLane:
 
     def forget(self, owned: Callable[[str], bool]) -> None:
         self._busy = {s for s in self._busy if not owned(s)}
+        self._unconfirmed = {k: n for k, n in self._unconfirmed.items() if not owned(k[0])}
+        self._resend = {s for s in self._resend if not owned(s)}
 
     def reset(self) -> None:
         """Forget what is in memory; `rebuild` finds it again from the store."""
         self._busy = set()
+        self._unconfirmed = {}
+        self._resend = set()
 
     def _emit(
         self, state: ReplayState, live: StreamState, decision: ReplayDecision, now_ms: int
@@ -137,15 +158,13 @@ class ReplayLane:
         key = stream_id.encode()
         for task in decision.tasks:
             self.emitter.send(self.topics.tasks, key, encode_task(task))
-        for start_ms in decision.unlisted:  # a tombstone: the window is no longer bypassed
-            self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, start_ms), None)
         for record in decision.relisted:
             self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, record.start_ms),
                               encode_bypassed(record))  # fmt: skip
         if decision.replayed:
-            mark = live.downstream_ms  # a replay never moves the stream's progress
-            commit = Commit(stream_id, mark, mark, now_ms, decision.replayed)
-            self.emitter.send(self.topics.commits, key, encode_commit(commit))
+            if self.outbox:
+                state.announcing.extend(decision.replayed)
+            self._announce(state, decision.replayed, live.downstream_ms, now_ms)
         if self.metrics is not None:
             self.metrics.replayed(len(decision.tasks), 1 if decision.replayed else 0)
         self.stats["replay_tasks"] += len(decision.tasks)
@@ -153,12 +172,71 @@ class ReplayLane:
         self.stats["replay_failures"] += len(decision.relisted)
         self._save(state)
 
+    def _announce(
+        self,
+        state: ReplayState,
+        windows: Iterable[CommittedWindow],
+        mark_ms: int,
+        now_ms: int,
+    ) -> None:
+        """Send each window's tombstone (it is no longer bypassed) and one commit of reason
+        "replayed" at `mark_ms` (the stream's progress, which a replay never moves), watched
+        when there is an outbox."""
+        stream_id = state.stream_id
+        windows = tuple(windows)
+        send = self.emitter.send
+        for window in windows:
+            tombstone = bypassed_key(stream_id, window.start_ms)
+            if self.outbox:
+                self._unconfirmed[(stream_id, window.start_ms)] = 2
+                send(self.topics.bypassed, tombstone, None, *self._watch(stream_id, (window,)))
+            else:
+                send(self.topics.bypassed, tombstone, None)
+        commit = encode_commit(Commit(stream_id, mark_ms, mark_ms, now_ms, windows))
+        if self.outbox:
+            send(self.topics.commits, stream_id.encode(), commit, *self._watch(stream_id, windows))
+        else:
+            send(self.topics.commits, stream_id.encode(), commit)
+
+    def _watch(
+        self, stream_id: str, windows: tuple[CommittedWindow, ...]
+    ) -> tuple[Callable[[], None], Callable[[], None]]:
+        def delivered() -> None:
+            for window in windows:
+                key = (stream_id, window.start_ms)
+                if key in self._unconfirmed:
+                    self._unconfirmed[key] -= 1
+
+        def failed() -> None:
+            self._resend.add(stream_id)
+
+        return delivered, failed
+
+    def _settle(self, state: ReplayState, live: StreamState, now_ms: int) -> bool:
+        """Drop the outbox's windows both of whose messages were delivered, and announce the
+        rest again after a failed delivery (or if nothing watches them); return whether the
+        state changed."""
+        if not state.announcing:
+            return False
+        stream_id, unconfirmed = state.stream_id, self._unconfirmed
+        confirmed = {
+            w.start_ms for w in state.announcing if unconfirmed.get((stream_id, w.start_ms)) == 0
+        }
+        for start_ms in confirmed:
+            del unconfirmed[(stream_id, start_ms)]
+        state.announcing = [w for w in state.announcing if w.start_ms not in confirmed]
+        unwatched = any((stream_id, w.start_ms) not in unconfirmed for w in state.announcing)
+        if state.announcing and (stream_id in self._resend or unwatched):
+            self._resend.discard(stream_id)
+            self._announce(state, state.announcing, live.downstream_ms, now_ms)
+        return bool(confirmed)
+
     def _save(self, state: ReplayState) -> None:
         if state.busy:
             self._busy.add(state.stream_id)
         else:
             self._busy.discard(state.stream_id)
-        if state.listed:
+        if state.listed or state.announcing:
             self.store.set(state.stream_id, orjson.dumps(lane.replay_to_dict(state)))
         elif self.store.get(state.stream_id) is not None:
             self.store.delete(state.stream_id)

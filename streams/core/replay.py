@@ -81,6 +81,9 @@ class Listed:
 class ReplayState:
     stream_id: str
     listed: list[Listed] = field(default_factory=list)
+    # Replayed windows whose commit and tombstone an at-least-once engine has not yet seen
+    # delivered: its outbox, announced again after a crash (the adapter keeps it).
+    announcing: list[CommittedWindow] = field(default_factory=list)
 
     @property
     def in_flight(self) -> int:
@@ -88,8 +91,9 @@ class ReplayState:
 
     @property
     def busy(self) -> bool:
-        """Whether anything is queued or in flight (the coordinator must keep ticking it)."""
-        return any(w.attempt or w.queued for w in self.listed)
+        """Whether anything is queued, in flight or being announced (the coordinator must keep
+        ticking it)."""
+        return bool(self.announcing) or any(w.attempt or w.queued for w in self.listed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +250,7 @@ def replay_to_dict(state: ReplayState) -> dict[str, Any]:
             ]
             for w in state.listed
         ],
+        "announcing": [[w.start_ms, w.end_ms, w.attempts] for w in state.announcing],
     }
 
 
@@ -269,6 +274,13 @@ def replay_from_dict(d: Any) -> ReplayState:
                     check_int("deadline_ms", deadline),
                 )
             )
-        return ReplayState(str(d["stream_id"]), listed)
+        announcing = [
+            CommittedWindow(
+                check_int("start_ms", start), check_int("end_ms", end), "replayed",
+                check_int("attempt", attempt),
+            )
+            for start, end, attempt in d.get("announcing", ())
+        ]  # fmt: skip
+        return ReplayState(str(d["stream_id"]), listed, announcing)
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidInput("replay", f"malformed: {exc}") from exc

@@ -965,7 +965,66 @@ def test_a_replay_dispatches_the_bypassed_window_and_an_ack_unlists_it(transacti
     (replayed,) = [c for c in d.commits() if c["windows"][0]["reason"] == "replayed"]
     assert replayed["downstream_ms"] == replayed["previous_ms"]  # progress does not move
     assert downstream_before is None or replayed["downstream_ms"] == downstream_before
+    if not transactional:  # at least once: kept in the outbox until both are delivered
+        assert json.loads(d.replay_store.data[SID])["announcing"] == [[T0, at(10, 1), 2]]
+        d.emitter.deliver_all()
+        d.tick(at(10, 5))  # the stream's next tick drops what was delivered
     assert d.replay_store.data == {}  # nothing listed any more
+
+
+def _replayed_and_saved() -> tuple[Driver, dict[str, Any]]:
+    """At least once: the replay of (10:00, 10:01] acked and saved, its commit and tombstone
+    sent but not yet delivered."""
+    d, _ = bypassed_first_window()
+    d.control({"type": "replay", "stream_id": SID, "from_ms": T0, "to_ms": at(10, 1)}, at(10, 2))
+    (replay,) = [t for t in d.tasks() if t.get("replay")]
+    d.emitter.deliver_all()
+    d.emitter.clear()
+    d.result(ack(replay), at(10, 2, 1))
+    return d, replay
+
+
+def _announced(d: Driver) -> tuple[list[Any], list[Any]]:
+    """The replay's tombstones and replayed commits sent, after the last bypass record sent
+    again for the same window (the live outbox's, which the tombstone must follow)."""
+    replayed = [c for c in d.commits() if c["windows"][0]["reason"] == "replayed"]
+    sent = [(s.key, s.value) for s in d.bypassed()]
+    last_record = max((i for i, (_, v) in enumerate(sent) if v is not None), default=-1)
+    return sent[last_record + 1 :], [c["windows"] for c in replayed]
+
+
+ANNOUNCED = (
+    [(f"{SID}/{T0}".encode(), None)],
+    [[{"start_ms": T0, "end_ms": at(10, 1), "reason": "replayed", "attempts": 2}]],
+)
+
+
+def test_a_replayed_window_lost_in_a_crash_before_its_delivery_is_announced_again() -> None:
+    d, replay = _replayed_and_saved()
+    assert _announced(d) == ANNOUNCED
+    again = d.restart()  # the deliveries never happened; the saved state says it was replayed
+    again.assign(SID)
+    again.result(ack(replay), at(10, 2, 5))  # the ack read again: a duplicate now
+    again.tick(at(10, 2, 6))
+    assert _announced(again) == ANNOUNCED  # so the rebuild's first tick announces it again
+    again.emitter.deliver_all()
+    again.tick(at(10, 5))
+    assert again.replay_store.data == {}
+    third = again.restart()
+    third.assign(SID)
+    third.tick(at(10, 5, 1))
+    assert _announced(third) == ([], [])  # delivered: never again
+
+
+def test_a_replayed_window_whose_delivery_failed_is_announced_again_at_the_next_tick() -> None:
+    d, _ = _replayed_and_saved()
+    d.emitter.fail_all()
+    d.emitter.clear()
+    d.tick(at(10, 5))
+    assert _announced(d) == ANNOUNCED
+    d.emitter.deliver_all()
+    d.tick(at(10, 6))
+    assert d.replay_store.data == {}
 
 
 @BOTH_ENGINES
