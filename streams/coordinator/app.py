@@ -186,18 +186,20 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         # agent overhead; each one is handled in its own event context, because the table
         # writes it makes must land in its partition's changelog.
         async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+            if processor.unbuilt:  # no event context needed: a rebuild writes no table
+                await rebuild()
+            # Faust's own task that fills the take buffer may have run during that await, set
+            # the stream's current event and be waiting to read it back: it gets it back below.
+            theirs = stream.current_event
             now = now_ms()
             for event in events:
                 stream._set_current_event(event)
                 m = event.message
-                if processor.unbuilt:
-                    await rebuild()
-                    now = now_ms()
                 try:
                     processor.on_message(m.topic, m.partition, m.offset, m.key, m.value, now)
                 except Exception:  # a bug must not stop the coordinator; the input is logged
                     log.exception("failed on %s[%d]@%d; skipped", m.topic, m.partition, m.offset)
-            stream._set_current_event(None)
+            stream._set_current_event(theirs)
             if catch_up.pending:
                 for event in events:
                     m = event.message
@@ -205,9 +207,9 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
                         catch_up.reached(m.partition, m.offset + 1)
 
     async def rebuild() -> None:
-        """Index the unbuilt partitions a slice at a time, before any of their inputs or ticks
-        (which would index them at once): the event loop, and so the group's heartbeats, runs
-        between slices."""
+        """Index the unbuilt partitions a slice at a time, before a batch holding their inputs
+        or ticks (which would index them at once): the event loop, and so the group's
+        heartbeats, runs between slices."""
         while processor.unbuilt:  # again if a rebalance voided it
             for _ in processor.building(now_ms()):
                 await asyncio.sleep(0)
