@@ -18,7 +18,9 @@ Printed, and tabled at the end:
   - restart, same disk: SIGTERM, start again; time from the start to the first new task
     (dispatched after the stop) on `tasks`, and to /health ready with every stream indexed;
   - lost disk: SIGKILL, delete the data folder, start again; time to /health ready with every
-    stream indexed (restored from the changelog), and to the first new task; RSS after.
+    stream indexed (restored from the changelog), and to the first new task; RSS after;
+  - rebuilds of the due-index in each phase, from the coordinator's log: one per assignment, so
+    more than one per start means the group rebalanced (a loop blocked past the session).
 Every wait is bounded by --timeout; on a timeout it says what it was waiting for, stops what it
 started and exits with status 1.
 """
@@ -29,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -158,6 +161,20 @@ def register(kafka: KafkaSettings, prefix: str, streams: int, probes: int) -> No
         raise BenchTimeout(f"registration: {left} upserts not delivered within 60 s")
 
 
+def rebuilds(proc: CoordinatorProcess) -> tuple[int, int]:
+    """Rebuilds of the due-index in the coordinator's log so far: (done, voided by a rebalance).
+    Each assignment is one rebuild, so more than one per start means the group rebalanced."""
+    text = proc.log.read_text(errors="replace") if proc.log.exists() else ""
+    return len(re.findall(r"indexed \d+ streams of partitions", text)), text.count(
+        "voided by a rebalance"
+    )
+
+
+def rebuilds_since(proc: CoordinatorProcess, before: tuple[int, int]) -> str:
+    done, voided = rebuilds(proc)
+    return f"{done - before[0]} rebuilds, {voided - before[1]} voided"
+
+
 def mib(kib: int) -> str:
     return f"{kib / 1024:,.0f} MiB"
 
@@ -190,8 +207,11 @@ def run_engine(
         out["RSS, all registered"] = f"{mib(rss['VmRSS'])} (peak {mib(rss['VmHWM'])})"
         print(f"[{engine}] RSS {out['RSS, all registered']}", flush=True)
 
+        out["rebuilds, registration"] = rebuilds_since(proc, (0, 0))
+
         # Restart on the same disk: a clean stop, then the first dispatch.
         proc.stop(30)
+        before = rebuilds(proc)
         worker.arm()
         began = time.monotonic()
         proc.start()
@@ -200,11 +220,14 @@ def run_engine(
         ready = time.monotonic() - began
         out["restart (same disk) -> first dispatch"] = f"{first:,.1f} s"
         out["restart (same disk) -> all indexed"] = f"{ready:,.1f} s"
+        time.sleep(3)  # a rebalance storm would show within a session
+        out["rebuilds, restart (same disk)"] = rebuilds_since(proc, before)
         print(f"[{engine}] restart, same disk: first dispatch after {first:,.1f} s, all "
               f"{total:,} indexed after {ready:,.1f} s", flush=True)  # fmt: skip
 
         # Lost disk: SIGKILL, delete the data folder, restore from the changelog.
         proc.kill()
+        before = rebuilds(proc)
         shutil.rmtree(data_dir, ignore_errors=True)
         worker.arm()
         began = time.monotonic()
@@ -216,6 +239,8 @@ def run_engine(
         out["lost disk -> ready, all indexed"] = f"{ready:,.1f} s"
         out["lost disk -> first dispatch"] = f"{first:,.1f} s"
         out["RSS after the restore"] = f"{mib(rss['VmRSS'])} (peak {mib(rss['VmHWM'])})"
+        time.sleep(3)
+        out["rebuilds, lost disk"] = rebuilds_since(proc, before)
         print(f"[{engine}] lost disk (SIGKILL, data folder deleted): ready with all {total:,} "
               f"indexed after {ready:,.1f} s, first dispatch after {first:,.1f} s; RSS "
               f"{out['RSS after the restore']}", flush=True)  # fmt: skip
