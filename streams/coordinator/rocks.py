@@ -131,6 +131,12 @@ class TransactionalState:
             for key, value in dirty.items():
                 yield partition, key, value
 
+    def pending_by_partition(self) -> Iterator[tuple[int, list[tuple[bytes, bytes | None]]]]:
+        """The writes of the open transaction per partition, in the order they were made."""
+        for partition, dirty in self._dirty.items():
+            if dirty:
+                yield partition, list(dirty.items())
+
     def committed(self, offsets: dict[int, int]) -> None:
         """The transaction committed: write each partition's changes with its changelog offset."""
         for partition, dirty in self._dirty.items():
