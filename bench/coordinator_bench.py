@@ -222,15 +222,20 @@ def run_coordinator_phases(
         warm_until = time.monotonic() + min(5.0, seconds)
         while time.monotonic() < warm_until:
             worker.step()
-        began, acked0 = time.perf_counter(), worker.acked
+        assert proc.proc is not None
+        began, acked0, cpu0 = time.perf_counter(), worker.acked, cpu_s(proc.proc.pid)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             worker.step()
-        rate = (worker.acked - acked0) / (time.perf_counter() - began)
+        acked = worker.acked - acked0
+        rate = acked / (time.perf_counter() - began)
         figures["throughput"] = rate
+        # CPU per result moves much less with what else runs than results/s does.
+        figures["cpu_us"] = (cpu_s(proc.proc.pid) - cpu0) / max(1, acked) * 1e6
         print(
             f"[{engine}] coordinator: {rate:,.0f} results/s sustained over {seconds:g} s "
-            f"({streams} streams catching up, 6 partitions, flush 200 ms)",
+            f"({streams} streams catching up, 6 partitions, flush 200 ms); its CPU "
+            f"{figures['cpu_us']:.0f} µs per result (all threads)",
             flush=True,
         )
         stats = proc.health() or {}
@@ -293,6 +298,12 @@ def run_coordinator_phases(
         proc.stop(30)
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds a process has used so far, user and system, all threads (/proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def table(rows: list[tuple[str, str]]) -> str:
     width = max(len(r[0]) for r in rows)
     lines = [f"| {'figure':<{width}} | result |", f"|{'-' * (width + 2)}|--------|"]
@@ -349,9 +360,10 @@ def main() -> None:
                 print(f"[{engine}] failed: {exc}", flush=True)
                 rows.append((f"{engine}: coordinator", "failed (see above)"))
                 continue
+            cpu = f"coordinator CPU {f['cpu_us']:,.0f} µs per result"
             rows.append((f"{engine}: sustained, {args.streams:,} streams catching up",
                          f"{f['throughput']:,.0f} results/s ({f['throughput'] / base:.1%} of "
-                         "the baseline)"))  # fmt: skip
+                         f"the baseline); {cpu}"))  # fmt: skip
             rows.append((f"{engine}: {args.live_streams:,} live streams of 1 s "
                          f"({f['live_rate']:,.0f} results/s)",
                          f"ack-to-commit p50 {f['a2c_p50']:,.0f} ms, p99 {f['a2c_p99']:,.0f} ms; "

@@ -12,6 +12,14 @@ confluent engine does per transaction):
     .venv/bin/python bench/processor_bench.py              # the figures
     .venv/bin/python bench/processor_bench.py --profile catching-up-transactional
     .venv/bin/python bench/processor_bench.py --root /tmp/base --modes faust   # another checkout
+
+Instructions per result, which a shared machine does not move (CPU time moved by a quarter
+between identical runs): run one case at two sizes under valgrind and divide the difference,
+so that the setup cancels out:
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null .venv/bin/python \
+        bench/processor_bench.py --case catching-up-transactional --repeat 1 \
+        --gc-threshold 50000 --results 10000     # then --results 2000; (Ir - Ir) / 8000
 """
 
 from __future__ import annotations
@@ -193,6 +201,9 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--profile", choices=sorted(CASES), help="cProfile one case instead")
     parser.add_argument(
+        "--case", choices=sorted(CASES), help="run only this case (e.g. under valgrind)"
+    )
+    parser.add_argument(
         "--gc-threshold",
         type=int,
         default=None,
@@ -216,7 +227,7 @@ def main() -> None:
         f"; gc threshold {gc.get_threshold()[0]}"
     )
     for name, case in CASES.items():
-        if name.rsplit("-", 1)[1] not in modes:
+        if name.rsplit("-", 1)[1] not in modes or (args.case and name != args.case):
             continue
         best = min((case(args) for _ in range(args.repeat)), key=lambda f: f.elapsed_s / f.results)
         print(best.line())

@@ -163,14 +163,14 @@ class ConfluentEngine:
         now = now_ms()
         process = self.processor.on_message
         positions = self.positions
-        for m in batch:
+        for topic, partition, offset, key, value in batch:
             try:
-                process(m.topic, m.partition, m.offset, m.key, m.value, now)
+                process(topic, partition, offset, key, value, now)
             except (TransactionAborted, TransactionFatal):
                 raise
             except Exception:  # a bug must not stop the coordinator
-                log.exception("failed on %s[%d]@%d", m.topic, m.partition, m.offset)
-            positions[(m.topic, m.partition)] = m.offset + 1
+                log.exception("failed on %s[%d]@%d", topic, partition, offset)
+            positions[(topic, partition)] = offset + 1
         if self.catch_up.pending:
             self._note_caught_up()
         if batch:
@@ -211,9 +211,15 @@ class ConfluentEngine:
         self._changelog_offsets = {}
         self._undelivered = []
         writes = 0
-        for partition, key, value in self.state.pending():
-            produce(changelog, key, value, partition, self._changelog_delivered)
-            writes += 1
+        for partition, changes in self.state.pending_by_partition():
+            # Only the last record of a partition reports its delivery: its offset is the
+            # partition's highest (an idempotent producer keeps their order), and a failed
+            # delivery of any of them fails the commit (abortable) anyway.
+            *before, (last_key, last_value) = changes
+            for key, value in before:
+                produce(changelog, key, value, partition)
+            produce(changelog, last_key, last_value, partition, self._changelog_delivered)
+            writes += len(changes)
         self._crash.reached("after_produce")
         self.clients.flush()
         if self._undelivered:

@@ -188,7 +188,8 @@ class CoordinatorMetrics:
                 (task,) = tasks
                 for window in state.windows:  # a dispatched window still holds its due time
                     if window.start_ms == task.start_ms:
-                        observe(max(0, task.dispatched_ms - window.due_ms) / 1000)
+                        late_ms = task.dispatched_ms - window.due_ms
+                        observe(late_ms / 1000 if late_ms > 0 else 0)
                         break
             else:
                 dispatched = {task.start_ms: task.dispatched_ms for task in tasks}
@@ -211,7 +212,8 @@ class CoordinatorMetrics:
         if len(pending) == 1:  # the usual case: one ack per commit
             ack_ms, handled_ms = pending[0]
             if ack_ms <= downstream_ms:
-                histogram.observe(max(0, committed_ms - handled_ms) / 1000)
+                waited_ms = committed_ms - handled_ms
+                histogram.observe(waited_ms / 1000 if waited_ms > 0 else 0)
                 del self._acks[stream_id]
             return
         kept = []

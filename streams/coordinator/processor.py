@@ -206,22 +206,24 @@ class Processor:
         """
         if not self.transactional:
             return
-        records, announcer, emitter = self._records, self._announcer, self.emitter
+        records, announcer = self._records, self._announcer
+        out: list[Message] = []
         for stream_id in announcer.take_unflushed():
+            built = len(out)
             try:
                 record = records.peek(stream_id)
                 if record is None or not record.state.unannounced:
                     continue
-                out: list[Message] = []
                 announcer.flush(record, now_ms, out)
                 records.save(stream_id, record, None)
-                send_all(emitter, out)
             except InvalidInput:
                 continue  # unreadable: logged, left alone
             except TidemarkError:
                 raise
             except Exception as exc:
+                del out[built:]  # nothing of a stream that failed goes out
                 self._inputs.failed(stream_id, exc)
+        send_all(self.emitter, out)
         for stream_id in records.checkpoint():
             self.stats["stream_errors"] += 1
             self._metrics.stream_error()

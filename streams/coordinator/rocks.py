@@ -111,9 +111,12 @@ class TransactionalState:
         return None if store is None else store.get(key)
 
     def put(self, partition: int, key: bytes, value: bytes | None) -> None:
-        if partition not in self.stores:
-            raise KeyError(f"partition {partition} is not owned here")
-        self._dirty.setdefault(partition, {})[key] = value
+        dirty = self._dirty.get(partition)  # held only for an open store (close drops it)
+        if dirty is None:
+            if partition not in self.stores:
+                raise KeyError(f"partition {partition} is not owned here")
+            dirty = self._dirty[partition] = {}
+        dirty[key] = value
 
     def items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         for partition, store in list(self.stores.items()):
@@ -130,6 +133,12 @@ class TransactionalState:
         for partition, dirty in self._dirty.items():
             for key, value in dirty.items():
                 yield partition, key, value
+
+    def pending_by_partition(self) -> Iterator[tuple[int, list[tuple[bytes, bytes | None]]]]:
+        """The writes of the open transaction per partition, in the order they were made."""
+        for partition, dirty in self._dirty.items():
+            if dirty:
+                yield partition, list(dirty.items())
 
     def committed(self, offsets: dict[int, int]) -> None:
         """The transaction committed: write each partition's changes with its changelog offset."""
