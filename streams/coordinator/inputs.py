@@ -20,6 +20,7 @@ from streams.coordinator.record import Record
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.topics import Topics
+from streams.coordinator.views import Views
 from streams.core import (
     Decision,
     Delete,
@@ -57,6 +58,7 @@ class Inputs:
         replays: ReplayLane | None,
         stats: Counter[str],
         metrics: CoordinatorMetrics,
+        views: Views,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -67,6 +69,7 @@ class Inputs:
         self.replays = replays
         self.stats = stats
         self.metrics = metrics
+        self.views = views
         self._loaded: str | None = None  # the stream whose record the current event holds
         # Per event: the topic names (a `Topics` property formats its name on every read) and
         # each stream key's partition.
@@ -218,6 +221,8 @@ class Inputs:
                 self.replays.delete(stream_id)
             self.index.set(partition, stream_id, None)
             self.announcer.forget(stream_id)
+            if not self.announcer.transactional:  # transactional: at checkpoint
+                send_all(self.emitter, [self.views.tombstone(stream_id)])
             self.metrics.applied(partition, stream_id, decision)
             return
         if record is None:
@@ -234,6 +239,7 @@ class Inputs:
             stats["tasks"] += len(tasks)
         announcer = self.announcer
         if decision.bypasses:
+            record.bypasses += len(decision.bypasses)
             for bypass in decision.bypasses:
                 announcer.bypass(record, bypass, out)
             if self.replays is not None:
@@ -245,6 +251,9 @@ class Inputs:
                 send_all(self.emitter, out)
             records.save(stream_id, record, None)
         else:
+            view = self.views.message(record, now_ms)
+            if view is not None:
+                out.append(view)
             encoded = record.encode()
             if out:
                 send_all(self.emitter, out)

@@ -24,12 +24,13 @@ import logging
 from collections.abc import Callable, Iterable
 
 from streams import clock
-from streams.coordinator.announcer import Announcer
+from streams.coordinator.announcer import Announcer, send_all
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
+from streams.coordinator.views import Views
 from streams.core import advance, next_due_ms
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
@@ -52,6 +53,7 @@ class Ownership:
         index: DueIndex,
         replays: ReplayLane | None,
         metrics: CoordinatorMetrics,
+        views: Views,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
     ) -> None:
@@ -62,6 +64,7 @@ class Ownership:
         self.index = index
         self.replays = replays
         self.metrics = metrics
+        self.views = views
         self.assigned: set[int] = set()
         self.unbuilt: set[int] = set()
         self._tick_sent: dict[int, int] = {}  # monotonic ms
@@ -101,6 +104,7 @@ class Ownership:
             owned = self.owned_by(revoked)
             self.records.forget(owned)
             self.announcer.forget_where(owned)
+            self.views.forget_where(owned)
             if self.replays is not None:
                 self.replays.forget(owned)
 
@@ -187,6 +191,9 @@ class Ownership:
             log.error("tick for %r skipped: %s", stream_id, exc)
             return
         if record is None:
+            tombstone = self.views.take_tombstone(stream_id)
+            if tombstone is not None:  # at-least-once: a tombstone was not delivered
+                send_all(self.inputs.emitter, [tombstone])
             return
         if self.announcer.take_resend(stream_id):  # a delivery failed: announce again
             self.announcer.reannounce(record, now_ms)
@@ -220,6 +227,10 @@ class Ownership:
             self.metrics.track(p, record.state)
             if self.announcer.reannounce(record, now_ms):
                 self.records.save(stream_id, record, self.records.encode(record))
+            if not transactional:  # what a crash may have left unsent
+                view = self.views.message(record, now_ms, force=True)
+                if view is not None:
+                    send_all(self.inputs.emitter, [view])
             wake = next_due_ms(record.state)
             if record.state.unannounced:
                 if transactional:

@@ -30,6 +30,7 @@ from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.topics import Topics
+from streams.coordinator.views import Views
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 
@@ -96,6 +97,9 @@ class Processor:
             transactional,
             wake=lambda stream_id: self._ownership.wake(stream_id),
         )
+        self._views = Views(
+            topics, transactional, wake=lambda stream_id: self._ownership.wake(stream_id)
+        )
         self._inputs = Inputs(
             topics,
             partitions,
@@ -106,6 +110,7 @@ class Processor:
             self.replays,
             self.stats,
             self._metrics,
+            self._views,
         )
         self._ownership = Ownership(
             partitions,
@@ -115,6 +120,7 @@ class Processor:
             self.index,
             self.replays,
             self._metrics,
+            self._views,
             monotonic_ms,
             catch_up_max_ms,
         )
@@ -184,7 +190,8 @@ class Processor:
 
     def checkpoint(self, now_ms: int) -> None:
         """Called right before the engine commits a transaction: flush every stream's waiting
-        windows in one commit, and write every changed record to the store.
+        windows in one commit, publish the view of every changed stream, and write every
+        changed record to the store.
 
         At-least-once (Faust) everything is already written and sent: nothing to do.
         """
@@ -206,6 +213,15 @@ class Processor:
                 raise
             except Exception as exc:
                 self._inputs.failed(stream_id, exc)
+        views: list[Message] = []
+        for stream_id, changed in records.changed():
+            if changed is None:
+                views.append(self._views.tombstone(stream_id))
+                continue
+            view = self._views.message(changed, now_ms)
+            if view is not None:
+                views.append(view)
+        send_all(emitter, views)
         for stream_id in records.checkpoint():
             self.stats["stream_errors"] += 1
             self._metrics.stream_error()
@@ -216,6 +232,7 @@ class Processor:
         everything derived in memory; every owned partition is rebuilt before it is used."""
         self._records.reset()
         self._announcer.reset()
+        self._views.reset()
         if self.replays is not None:
             self.replays.reset()
         self.index.clear()

@@ -40,6 +40,11 @@ class Topics:
         return f"{self.prefix}.bypassed"
 
     @property
+    def streams(self) -> str:
+        """Compacted: every stream's current view (streams.core.view), a tombstone once deleted."""
+        return f"{self.prefix}.streams"
+
+    @property
     def rejected(self) -> str:
         return f"{self.prefix}.rejected"
 
@@ -82,6 +87,7 @@ class Topics:
         # and the status page read back; compaction would drop an upsert behind a later pause.
         specs.insert(0, TopicSpec(self.control, partitions, replication, KEEP_FOREVER))
         specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
+        specs.append(TopicSpec(self.streams, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.replays_changelog, partitions, replication, COMPACTED))
         # A stream's state can outgrow Kafka's default 1 MiB at the bounds streams.core allows
