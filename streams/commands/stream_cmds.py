@@ -105,8 +105,8 @@ def create(
         non_retryable, max_in_flight, param, params_json,
     )  # fmt: skip
     config = validated(flags.merge({"stream_id": stream}, now_ms()))
-    env.connect(require=["control"])
-    if _read(env, ("control",)).stream(stream) is not None:
+    env.connect(require=["control", "streams"])
+    if _read(env, ("streams",)).stream(stream) is not None:
         raise TidemarkError(
             f"stream {stream!r} already exists; change it with `tidemark streams update`"
         )
@@ -145,8 +145,6 @@ def update(
     )  # fmt: skip
     flags.changes(now_ms())  # bad input is reported before anything talks to Kafka
     current = _existing(env, stream)
-    if current.config is None:
-        raise TidemarkError(f"stream {stream!r} has no config on the control topic any more")
     _upsert(env, validated(flags.merge(current.config, now_ms())), "updated")
 
 
@@ -217,7 +215,7 @@ def list_(
     elif views:
         console().print(streams_table(views, now))
     else:
-        console().print(f"no streams on {env.topics.control}")
+        console().print(f"no streams on {env.topics.streams}")
 
 
 @app.command()
@@ -267,9 +265,9 @@ def _known(model: ReadModel, stream: str) -> StreamView:
 
 
 def _existing(env: CliEnv, stream: str) -> StreamView:
-    """The stream as the control topic shows it, or an error if it is unknown or deleted."""
-    env.connect(require=["control"])
-    return _known(_read(env, ("control",)), stream)
+    """The stream as its view on `streams` shows it, or an error if it is unknown or deleted."""
+    env.connect(require=["control", "streams"])
+    return _known(_read(env, ("streams",)), stream)
 
 
 def _control(env: CliEnv, control: Pause | Resume | Delete, done: str) -> None:
