@@ -57,6 +57,8 @@ from streams.core._checks import (
     MAX_TIME_MS,
 )
 from streams.core.config import (
+    DEFAULT_BYPASS_RETENTION_MS,
+    DEFAULT_GC_GRACE_MS,
     MAX_IN_FLIGHT,
     MAX_NON_RETRYABLE,
     MAX_PARAMS_BYTES,
@@ -141,6 +143,21 @@ class ConfigModel(_Wire):
             f"handed to the workers: integers within ±(2**53 - 1), nesting at most "
             f"{MAX_PARAMS_DEPTH} deep, at most {MAX_PARAMS_BYTES} bytes as compact JSON"
         ),
+    )
+    end_ms: StartMs | None = Field(
+        default=None,
+        description=(
+            "a bounded stream: no window goes past it (a multiple of step_ms, after start_ms); "
+            "once downstream_ms reaches it the stream is finished"
+        ),
+    )
+    gc_grace_ms: Duration = Field(
+        default=DEFAULT_GC_GRACE_MS,
+        description="how long a finished or deleted stream's state is kept, then collected",
+    )
+    bypass_retention_ms: Duration = Field(
+        default=DEFAULT_BYPASS_RETENTION_MS,
+        description="how long a bypassed window stays listed (replayable), then tombstoned",
     )
 
 

@@ -142,6 +142,13 @@ def sid(kind: str = "s") -> str:
         (["streams", "create", "x", "--start", "now", "--step", "7s"], "--window (window_ms)"),
         (["streams", "create", "x", "--start", "now", "--timeout", "0s"], "--timeout"),
         (["streams", "update", "x", "--bypass-after", "soon"], "--bypass-after"),
+        (["streams", "create", "x", "--start", "now", "--end", "soon"], "--end"),
+        (
+            ["streams", "create", "x", "--start", "now", "--end", "now-1h"],
+            "--end (end_ms)",
+        ),
+        (["streams", "create", "x", "--start", "now", "--gc-grace", "0s"], "--gc-grace"),
+        (["streams", "update", "x", "--bypass-retention", "x"], "--bypass-retention"),
         (["replay", "x", "--from", "now", "--to", "now-1h"], "--to"),
         (["replay", "x", "--from", "then", "--to", "now"], "--from"),
     ],

@@ -61,6 +61,16 @@ NonRetryable = Annotated[
     typer.Option(metavar="KIND", help="an error kind bypassed at once (repeatable)"),
 ]
 MaxInFlight = Annotated[int | None, typer.Option(min=1, help="windows dispatched at once [1]")]
+End = Annotated[
+    str | None,
+    typer.Option(metavar="TIME", help="a bounded stream: no window past it, then finished"),
+]
+GcGrace = Annotated[
+    str | None, _duration("keep a finished or deleted stream's state this long [48h]")
+]
+BypassRetention = Annotated[
+    str | None, _duration("keep a bypassed window listed (replayable) this long [30d]")
+]
 Param = Annotated[
     list[str] | None,
     typer.Option("--param", metavar="KEY=VALUE", help="a task param, JSON or text (repeatable)"),
@@ -94,6 +104,9 @@ def create(
     max_in_flight: MaxInFlight = None,
     param: Param = None,
     params_json: ParamsJson = None,
+    end: End = None,
+    gc_grace: GcGrace = None,
+    bypass_retention: BypassRetention = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -102,7 +115,7 @@ def create(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         start, window, step, delay, timeout, bypass_after, retry, max_attempts,
-        non_retryable, max_in_flight, param, params_json,
+        non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention,
     )  # fmt: skip
     config = validated(flags.merge({"stream_id": stream}, now_ms()))
     env.connect(require=["control", "streams"])
@@ -129,6 +142,9 @@ def update(
     max_in_flight: MaxInFlight = None,
     param: Param = None,
     params_json: ParamsJson = None,
+    end: End = None,
+    gc_grace: GcGrace = None,
+    bypass_retention: BypassRetention = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -141,7 +157,7 @@ def update(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         None, window, step, delay, timeout, bypass_after, retry, max_attempts,
-        non_retryable, max_in_flight, param, params_json,
+        non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention,
     )  # fmt: skip
     flags.changes(now_ms())  # bad input is reported before anything talks to Kafka
     current = _existing(env, stream)

@@ -31,7 +31,7 @@ from streams.core import (
     apply_result,
     next_due_ms,
 )
-from streams.core.lifecycle import UNKNOWN_STREAM
+from streams.core.lifecycle import UNKNOWN_STREAM, ended_reason
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 from streams.wire import decode_control, decode_result, encode_task, rejected_value
@@ -173,6 +173,8 @@ class Inputs:
             if decision.rejected is None:
                 self.apply(partition, stream_id, record, decision, now_ms)
                 return
+            if record.state.deleted_ms is not None:
+                raise _Rejected(decision.rejected)  # deleted already
         if not self.records.exists(stream_id):
             raise _Rejected(UNKNOWN_STREAM)
         log.warning("deleting %r, whose stored state is unreadable or inconsistent", stream_id)
@@ -212,6 +214,7 @@ class Inputs:
         self._loaded = stream_id
         state = decision.state
         stats = self.stats
+        announcer = self.announcer
         if decision.timeouts or decision.requeues:
             stats["timeouts"] += decision.timeouts
             stats["requeues"] += decision.requeues
@@ -225,8 +228,12 @@ class Inputs:
                 send_all(self.emitter, [self.views.tombstone(stream_id)])
             self.metrics.applied(partition, stream_id, decision)
             return
-        if record is None:
-            record = Record.new(state)
+        if state.deleted_ms is not None:  # just deleted (or a wake of a deleted one)
+            if self.replays is not None:
+                self.replays.delete(stream_id)
+            announcer.forget(stream_id)
+        if record is None or (record.state is not state and record.state.deleted_ms is not None):
+            record = Record.new(state)  # created, or created again after a delete
         else:
             record.state = state
         out: list[Message] = []
@@ -237,7 +244,6 @@ class Inputs:
             for task in tasks:
                 out.append((topic, key, encode_task(task), None, None))
             stats["tasks"] += len(tasks)
-        announcer = self.announcer
         if decision.bypasses:
             record.bypasses += len(decision.bypasses)
             for bypass in decision.bypasses:
@@ -332,6 +338,8 @@ class Inputs:
     ) -> None:
         if record is None:
             raise InvalidInput("stream_id", "unknown stream")
+        if record.state.deleted_ms is not None:
+            raise InvalidInput("stream_id", ended_reason(record.state))
         if self.replays is None:
             raise InvalidInput("type", "replay is not enabled on this coordinator")
         rejected = self.replays.request(record.state, replay, now_ms)

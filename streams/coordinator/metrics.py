@@ -196,6 +196,9 @@ class CoordinatorMetrics:
                     at_ms = dispatched.get(window.start_ms)
                     if at_ms is not None:
                         observe(max(0, at_ms - window.due_ms) / 1000)
+        if state.finished_ms is not None or state.deleted_ms is not None:
+            self.forget(stream_id)  # ended: no progress lag to report
+            return
         windows = state.windows
         in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
         self._track(partition, stream_id, state.downstream_ms, in_flight)
@@ -227,6 +230,8 @@ class CoordinatorMetrics:
 
     def track(self, partition: int, state: StreamState) -> None:
         """Remember the stream's progress and windows in flight (on every save and rebuild)."""
+        if state.finished_ms is not None or state.deleted_ms is not None:
+            return
         windows = state.windows
         in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
         self._track(partition, state.config.stream_id, state.downstream_ms, in_flight)

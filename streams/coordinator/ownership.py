@@ -200,8 +200,9 @@ class Ownership:
         if self.replays is not None:
             self.replays.advance(record.state, now_ms)
         state = record.state
-        self.inputs.apply(partition, stream_id, record, advance(state, now_ms, expire), now_ms)
-        if not expire:
+        decision = advance(state, now_ms, expire)
+        self.inputs.apply(partition, stream_id, record, decision, now_ms)
+        if not expire and decision.state is not None:
             wake = next_due_ms(state)
             if wake is not None and wake <= now_ms:  # a passed deadline: held until caught up
                 self.index.set(partition, stream_id, next_due_ms(state, deadlines=False))

@@ -188,6 +188,12 @@ class Processor:
 
     # -- the transactional engine's hooks ------------------------------------------------
 
+    @property
+    def dirty(self) -> bool:
+        """Whether the next checkpoint has state to write (a tick can change a stream without
+        any output: a collection, a requeue), so that the engine commits for it."""
+        return self._records.dirty()
+
     def checkpoint(self, now_ms: int) -> None:
         """Called right before the engine commits a transaction: flush every stream's waiting
         windows in one commit, publish the view of every changed stream, and write every

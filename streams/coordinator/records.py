@@ -144,6 +144,10 @@ class Records:
         pending.clear()
         return failed
 
+    def dirty(self) -> bool:
+        """Transactional: whether a change waits for the next checkpoint."""
+        return bool(self._stale or self._pending)
+
     def changed(self) -> Iterator[tuple[str, Record | None]]:
         """Transactional: every stream changed since the last checkpoint, with its record as
         the checkpoint will write it (None: deleted); unreadable ones are left out."""

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from streams.coordinator.announcer import Message
 from streams.coordinator.record import Record
 from streams.coordinator.topics import Topics
+from streams.core import StreamConfig
 from streams.core.view import view_of
 from streams.wire import encode_view
 
 log = logging.getLogger("streams.coordinator")
+
+# What `Record.published` holds once a deleted stream's tombstone went out.
+_DELETED: tuple[StreamConfig, dict[str, Any]] = (StreamConfig("deleted", 0), {})
 
 
 class Views:
@@ -33,7 +38,16 @@ class Views:
         self._tombstones: set[str] = set()
 
     def message(self, record: Record, now_ms: int, force: bool = False) -> Message | None:
-        """The stream's view if it changed since the last one published from `record`."""
+        """The stream's view if it changed since the last one published from `record`; for a
+        deleted stream its tombstone, once."""
+        if record.state.deleted_ms is not None:
+            stream_id = record.state.config.stream_id
+            failed = stream_id in self._resend or stream_id in self._tombstones
+            if record.published is _DELETED and not force and not failed:
+                return None
+            self._tombstones.discard(stream_id)
+            record.published = _DELETED
+            return self.tombstone(stream_id)
         view = view_of(record.state, record.bypasses, record.committed_ms, now_ms)
         stream_id = view.stream_id
         body = view.body()

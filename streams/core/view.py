@@ -102,8 +102,10 @@ def view_of(state: StreamState, bypasses: int, committed_ms: int | None, now_ms:
         if window.last_error is not None:
             error = window.last_error  # the latest outstanding window's failure
     downstream_ms = state.announced_ms
-    if state.paused:
-        status: Status = "paused"
+    if state.finished_ms is not None:
+        status: Status = "finished"
+    elif state.paused:
+        status = "paused"
     elif error is not None:
         status = "retrying"
     else:

@@ -576,18 +576,25 @@ def test_a_rejected_record_holds_the_raw_value_cut_to_4_kib(transactional: bool)
 
 
 @BOTH_ENGINES
-def test_a_result_for_a_deleted_stream_is_rejected_and_its_state_is_gone(
+def test_a_result_for_a_deleted_stream_is_rejected_with_the_reason_until_it_is_collected(
     transactional: bool,
 ) -> None:
-    d, task = started(transactional=transactional)
+    d, task = started(transactional=transactional, gc_grace_ms=10_000)
     d.control({"type": "delete", "stream_id": SID}, at(10, 1, 5))
-    assert d.store.data == {} and len(d.processor.index) == 0
+    assert json.loads(d.store.data[SID])["s"]["deleted_ms"] == at(10, 1, 5)
+    assert d.processor.index.next_wake_ms(d.partition(SID)) == at(10, 1, 15)
     assert d.emitter.work == []
 
     d.result(ack(task), at(10, 1, 6))
     (rejected,) = d.rejected()
-    assert rejected["reason"] == "unknown stream"
-    assert d.store.data == {}
+    assert rejected["reason"] == (
+        f"unknown stream: deleted at {at(10, 1, 5)}; its state is kept until {at(10, 1, 15)} "
+        "(gc_grace_ms), then forgotten"
+    )
+    d.tick(at(10, 1, 15))  # collected
+    assert d.store.data == {} and len(d.processor.index) == 0
+    d.result(ack(task), at(10, 1, 16))
+    assert d.rejected()[-1]["reason"] == "unknown stream"
     assert d.tick(at(11, 0)) == []
 
 
@@ -985,4 +992,4 @@ def test_deleting_a_stream_unlists_its_bypassed_windows(transactional: bool) -> 
     d.control({"type": "delete", "stream_id": SID}, at(10, 2))
     (tombstone,) = d.bypassed()
     assert (tombstone.key, tombstone.value) == (f"{SID}/{T0}".encode(), None)
-    assert d.store.data == {} and d.replay_store.data == {}
+    assert d.replay_store.data == {} and "deleted_ms" in json.loads(d.store.data[SID])["s"]
