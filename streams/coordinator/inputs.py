@@ -19,6 +19,7 @@ from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
+from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.topics import Topics
 from streams.coordinator.views import Views
 from streams.core import (
@@ -59,6 +60,7 @@ class Inputs:
         stats: Counter[str],
         metrics: CoordinatorMetrics,
         views: Views,
+        scavenger: Scavenger,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -70,6 +72,7 @@ class Inputs:
         self.stats = stats
         self.metrics = metrics
         self.views = views
+        self.scavenger = scavenger
         self._loaded: str | None = None  # the stream whose record the current event holds
         # Per event: the topic names (a `Topics` property formats its name on every read) and
         # each stream key's partition.
@@ -287,6 +290,13 @@ class Inputs:
             if replay_ms is not None and (wake is None or replay_ms < wake):
                 wake = replay_ms
         self.index.set(partition, stream_id, wake)
+        state = record.state
+        if (
+            state.deleted_ms is not None
+            or state.finished_ms is not None
+            or (replays is not None and replays.oldest_bypass_ms(stream_id) is not None)
+        ):
+            self.scavenger.note(partition, stream_id, state)
 
     def failed(self, stream_id: str, exc: BaseException) -> None:
         """An event of the stream raised: put its record back and count it (no other stream

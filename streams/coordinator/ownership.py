@@ -28,8 +28,10 @@ from streams.coordinator.announcer import Announcer, send_all
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.record import Record
 from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
+from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.views import Views
 from streams.core import advance, next_due_ms
 from streams.errors import InvalidInput, TidemarkError
@@ -54,6 +56,7 @@ class Ownership:
         replays: ReplayLane | None,
         metrics: CoordinatorMetrics,
         views: Views,
+        scavenger: Scavenger,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
     ) -> None:
@@ -65,6 +68,7 @@ class Ownership:
         self.replays = replays
         self.metrics = metrics
         self.views = views
+        self.scavenger = scavenger
         self.assigned: set[int] = set()
         self.unbuilt: set[int] = set()
         self._tick_sent: dict[int, int] = {}  # monotonic ms
@@ -99,6 +103,7 @@ class Ownership:
             self._catching_up.pop(p, None)
             self._held.pop(p, None)
             self.index.drop(p)
+            self.scavenger.drop(p)
             self.metrics.drop_partition(p)
         if revoked:
             owned = self.owned_by(revoked)
@@ -112,6 +117,7 @@ class Ownership:
         """Everything in memory is void: every owned partition is rebuilt before it is used."""
         for p in self.assigned:
             self.index.drop(p)
+            self.scavenger.drop(p)
         self.unbuilt = set(self.assigned)
         self._tick_sent.clear()
         self._held.clear()  # the rebuild indexes every stream again
@@ -154,6 +160,9 @@ class Ownership:
             if sent is not None and mono_ms - sent < TICK_RESEND_MS:
                 continue  # one tick in flight per partition is enough
             wake = self.index.next_wake_ms(p)
+            scavenge_ms = self.scavenger.next_wake_ms(p)
+            if scavenge_ms is not None and (wake is None or scavenge_ms < wake):
+                wake = scavenge_ms
             if p in self.unbuilt or (wake is not None and wake <= now_ms):
                 self._tick_sent[p] = mono_ms
                 due.append(p)
@@ -183,6 +192,35 @@ class Ownership:
                 self._failed(partition, stream_id, exc, now_ms)
             except Exception as exc:
                 self._failed(partition, stream_id, exc, now_ms)
+        self._scavenge(partition, now_ms)
+
+    def _scavenge(self, partition: int, now_ms: int) -> None:
+        """One slice of the scavenger's due work (`streams.coordinator.scavenger`): bypassed
+        windows past retention unlisted, ended streams past gc_grace_ms collected."""
+        scavenger = self.scavenger
+        for stream_id in scavenger.due(partition, now_ms):
+            try:
+                record = self.inputs.load(stream_id)
+                if record is None:
+                    continue
+                state = record.state
+                if self.replays is not None:
+                    self.replays.expire(state, now_ms)
+                collect_at_ms = state.collect_at_ms()
+                if collect_at_ms is not None and collect_at_ms <= now_ms:
+                    decision = advance(state, now_ms)  # the core collects it: Decision(None)
+                    self.inputs.apply(partition, stream_id, record, decision, now_ms)
+                    if decision.state is None:
+                        self.metrics.collected_stream()
+                        continue
+                scavenger.note(partition, stream_id, state)
+            except TidemarkError as exc:
+                if not isinstance(exc, InvalidInput):
+                    raise
+                log.error("scavenging %r skipped: %s", stream_id, exc)
+            except Exception as exc:
+                self.inputs.failed(stream_id, exc)
+                scavenger.index.set(partition, stream_id, now_ms + RETRY_AFTER_ERROR_MS)
 
     def _tick_stream(self, partition: int, stream_id: str, now_ms: int, expire: bool) -> None:
         try:
@@ -220,6 +258,7 @@ class Ownership:
         owned = self.owned_by(partitions)
         transactional = self.announcer.transactional
         count = 0
+        pending_scan: list[tuple[int, str, Record]] = []
         for stream_id, record in self.records.scan(owned):
             if record is None:
                 continue  # unreadable: logged, left alone
@@ -239,9 +278,15 @@ class Ownership:
                 else:
                     wake = now_ms if wake is None else min(wake, now_ms)
             self.index.set(p, stream_id, wake)
+            pending_scan.append((p, stream_id, record))
         if self.replays is not None:
             for stream_id in self.replays.rebuild(owned):
                 # its first tick re-indexes it fully
                 self.index.set(self.partition(stream_id), stream_id, now_ms)
+        for p, stream_id, record in pending_scan:  # after the rebuild: it knows the bypasses
+            if record.state.ended or (
+                self.replays is not None and self.replays.oldest_bypass_ms(stream_id) is not None
+            ):
+                self.scavenger.note(p, stream_id, record.state)
         self.unbuilt -= partitions
         log.info("indexed %d streams of partitions %s", count, sorted(partitions))

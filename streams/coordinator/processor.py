@@ -29,6 +29,7 @@ from streams.coordinator.ownership import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS, 
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
+from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.topics import Topics
 from streams.coordinator.views import Views
 from streams.errors import InvalidInput, TidemarkError
@@ -100,6 +101,7 @@ class Processor:
         self._views = Views(
             topics, transactional, wake=lambda stream_id: self._ownership.wake(stream_id)
         )
+        self._scavenger = Scavenger(self.replays)
         self._inputs = Inputs(
             topics,
             partitions,
@@ -111,6 +113,7 @@ class Processor:
             self.stats,
             self._metrics,
             self._views,
+            self._scavenger,
         )
         self._ownership = Ownership(
             partitions,
@@ -121,6 +124,7 @@ class Processor:
             self.replays,
             self._metrics,
             self._views,
+            self._scavenger,
             monotonic_ms,
             catch_up_max_ms,
         )

@@ -227,10 +227,8 @@ def next_due_ms(state: StreamState, deadlines: bool = True) -> int | None:
     """The earliest `now_ms` at which `advance` would change something, or None if never.
 
     `deadlines=False`: the earliest dispatch alone (what `advance(..., expire=False)` does).
-    A finished or deleted stream is next due when it is collected.
+    A finished or deleted stream has nothing due (its collection is `retention.scavenge_due_ms`).
     """
-    if state.deleted_ms is not None or state.finished_ms is not None:
-        return state.collect_at_ms()
     earliest: int | None = None
     paused = state.paused
     for window in state.windows:

@@ -582,7 +582,8 @@ def test_a_result_for_a_deleted_stream_is_rejected_with_the_reason_until_it_is_c
     d, task = started(transactional=transactional, gc_grace_ms=10_000)
     d.control({"type": "delete", "stream_id": SID}, at(10, 1, 5))
     assert json.loads(d.store.data[SID])["s"]["deleted_ms"] == at(10, 1, 5)
-    assert d.processor.index.next_wake_ms(d.partition(SID)) == at(10, 1, 15)
+    assert d.processor.index.next_wake_ms(d.partition(SID)) is None  # nothing to dispatch
+    assert d.processor.partitions_to_tick(at(10, 1, 14)) == []
     assert d.emitter.work == []
 
     d.result(ack(task), at(10, 1, 6))
@@ -591,8 +592,9 @@ def test_a_result_for_a_deleted_stream_is_rejected_with_the_reason_until_it_is_c
         f"unknown stream: deleted at {at(10, 1, 5)}; its state is kept until {at(10, 1, 15)} "
         "(gc_grace_ms), then forgotten"
     )
-    d.tick(at(10, 1, 15))  # collected
+    d.tick(at(10, 1, 15))  # the scavenger collects it
     assert d.store.data == {} and len(d.processor.index) == 0
+    assert d.processor.metrics.collected == 1
     d.result(ack(task), at(10, 1, 16))
     assert d.rejected()[-1]["reason"] == "unknown stream"
     assert d.tick(at(11, 0)) == []

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from streams.core import Upsert, advance, apply_control, apply_result, flush, next_due_ms
 from streams.core.codec import state_from_dict, state_to_dict
+from streams.core.retention import scavenge_due_ms
 from streams.core.view import view_of
 
 from .helpers import MINUTE_MS, ack, at, bounds, config, nack, only, started
@@ -34,7 +35,7 @@ def test_the_stream_finishes_when_downstream_reaches_end_ms_then_is_collected() 
     done = apply_result(state, ack(second), at(10, 2, 1))
     assert done.tasks == () and state.windows == [] and state.downstream_ms == at(10, 2)
     assert state.finished_ms == at(10, 2, 1)
-    assert next_due_ms(state) == at(10, 2, 1) + GRACE_MS
+    assert next_due_ms(state) is None and scavenge_due_ms(state, None) == at(10, 2, 1) + GRACE_MS
     assert advance(state, at(10, 5)).tasks == ()  # nothing more, ever
     flush(state, at(10, 2, 1))
     assert view_of(state, 0, at(10, 2, 1), at(10, 2, 2)).status == "finished"

@@ -13,6 +13,7 @@ from streams.core import (
     flush,
     next_due_ms,
 )
+from streams.core.retention import scavenge_due_ms
 
 from .helpers import MINUTE_MS, ack, at, bounds, config, nack, only, snapshot, started
 
@@ -175,7 +176,8 @@ def test_delete_keeps_the_stream_until_gc_grace_and_later_inputs_are_rejected() 
         assert f"kept until {kept_until}" in reason
     late = apply_result(state, ack(task), at(10, 2)).rejected
     assert late is not None and f"deleted at {at(10, 1)}" in late
-    assert advance(state, at(10, 2)).state is state and next_due_ms(state) == kept_until
+    assert advance(state, at(10, 2)).state is state and next_due_ms(state) is None
+    assert scavenge_due_ms(state, None) == kept_until
     assert advance(state, kept_until).state is None  # collected
     for control in (Pause("cluster-a"), Resume("cluster-a"), Delete("cluster-a")):
         assert apply_control(None, control, at(10, 1)).rejected == "unknown stream"
