@@ -65,9 +65,12 @@ class StreamView:
     @classmethod
     def of(cls, view: PublishedView) -> StreamView:
         error = view.last_error
+        config = config_to_dict(view.config)
+        if config["params"]:  # nested values are shared with the decoded view's: copied
+            config["params"] = copy.deepcopy(config["params"])
         return cls(
             view.stream_id,
-            config_to_dict(view.config),
+            config,
             view.status,
             view.downstream_ms,
             view.committed_ms,
@@ -136,7 +139,8 @@ class ReadModel:
         self.topics = Topics(prefix)
         self._short = {getattr(self.topics, name): name for name in topics}
         self._lock = threading.Lock()
-        self._views: dict[str, StreamView] = {}
+        # The decoded views (frozen): a reader's StreamView is made from one when it asks.
+        self._views: dict[str, PublishedView] = {}
         self._bypassed: dict[tuple[str, int], BypassView] = {}  # by (stream_id, start_ms)
         self._bypass_counts: Counter[str] = Counter()
         self._reader = TopicReader(settings, self._short, "tidemark-readmodel")
@@ -156,7 +160,7 @@ class ReadModel:
                 if view is None:
                     self._views.pop(stream_id, None)
                 else:
-                    self._views[stream_id] = StreamView.of(view)
+                    self._views[stream_id] = view
             elif topic == "bypassed":
                 self._on_bypass(decode_bypassed(key, value))
         except InvalidInput:
@@ -205,12 +209,10 @@ class ReadModel:
         views.sort(key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
         return views if limit is None else views[:limit]
 
-    def _view(self, view: StreamView) -> StreamView:
-        copied = copy.copy(view)
-        copied.config = copy.deepcopy(view.config)
-        copied.last_error = None if view.last_error is None else dict(view.last_error)
-        copied.bypasses = self._bypass_counts[view.stream_id]
-        return copied
+    def _view(self, view: PublishedView) -> StreamView:
+        shown = StreamView.of(view)  # fresh dicts: safe to keep and change
+        shown.bypasses = self._bypass_counts[view.stream_id]
+        return shown
 
     # -- reading the topics --------------------------------------------------------------------
 

@@ -38,11 +38,9 @@ class Record:
     # `downstream_ms` was last announced (None: never).
     bypasses: int = 0
     committed_ms: int | None = None
-    # The (config, body) of the view last published from this record, in memory only: a view
-    # goes out when it differs (streams.coordinator.views).
-    published: tuple[StreamConfig, dict[str, Any]] | None = field(
-        default=None, compare=False, repr=False
-    )
+    # The key (`StreamView.key`) of the view last published from this record, in memory only:
+    # a view goes out when it differs (streams.coordinator.views).
+    published: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
     # The config's JSON, keyed by the config object it encodes: a config changes only on an
     # upsert, so most encodes reuse it.
     _config_json: tuple[StreamConfig, orjson.Fragment] | None = field(

@@ -18,14 +18,13 @@ from typing import Any
 from streams.coordinator.announcer import Message
 from streams.coordinator.record import Record
 from streams.coordinator.topics import Topics
-from streams.core import StreamConfig
 from streams.core.view import view_of
 from streams.wire import encode_view
 
 log = logging.getLogger("streams.coordinator")
 
 # What `Record.published` holds once a deleted stream's tombstone went out.
-_DELETED: tuple[StreamConfig, dict[str, Any]] = (StreamConfig("deleted", 0), {})
+_DELETED: tuple[Any, ...] = ("deleted",)
 
 
 class Views:
@@ -50,19 +49,12 @@ class Views:
             return self.tombstone(stream_id)
         view = view_of(record.state, record.bypasses, record.committed_ms, now_ms)
         stream_id = view.stream_id
-        body = view.body()
-        published = record.published
-        if (
-            not force
-            and published is not None
-            and published[1] == body
-            and published[0] == view.config
-            and stream_id not in self._resend
-        ):
+        key = view.key()
+        if not force and record.published == key and stream_id not in self._resend:
             return None
         self._resend.discard(stream_id)
         self._tombstones.discard(stream_id)
-        record.published = (view.config, body)
+        record.published = key
         value = encode_view(view, record.config_json())
         if self.transactional:
             return (self._topic, stream_id.encode(), value, None, None)

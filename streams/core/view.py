@@ -67,17 +67,31 @@ class StreamView:
     def to_wire(self) -> dict[str, Any]:
         return {
             "stream_id": self.config.stream_id,
+            "config": config_to_dict(self.config),
             **self.body(),
             "changed_ms": self.changed_ms,
         }
 
+    def key(self) -> tuple[Any, ...]:
+        """Everything but `changed_ms`, compactly: two views with equal keys show the same, so
+        the coordinator publishes only when the key changed (and keeps only the key)."""
+        return (
+            self.config,
+            self.status,
+            self.downstream_ms,
+            self.window,
+            self.attempt,
+            self.last_error,
+            self.bypasses,
+            self.committed_ms,
+            self.incarnation,
+        )
+
     def body(self) -> dict[str, Any]:
-        """Everything but the stream id and `changed_ms`: two views with equal bodies show the
-        same, so the coordinator publishes only when the body changed."""
+        """Everything but the stream id, its config and `changed_ms`, as wire fields."""
         window = self.window
         error = self.last_error
         return {
-            "config": config_to_dict(self.config),
             "status": self.status,
             "downstream_ms": self.downstream_ms,
             "window": None if window is None else {"start_ms": window[0], "end_ms": window[1]},

@@ -36,6 +36,7 @@ def test_a_new_stream_shows_its_first_window_undispatched_and_no_commit() -> Non
     assert view.last_error is None and view.committed_ms is None and view.bypasses == 0
     assert view.changed_ms == T0 + 30_000 and view.to_wire()["stream_id"] == "s"
     assert "changed_ms" not in view.body() and "stream_id" not in view.body()
+    assert view.key() == view_of(created(), 0, None, T0 + 90_000).key()  # time aside
 
 
 def test_a_failure_is_retrying_with_its_error_and_pause_takes_precedence() -> None:
