@@ -145,6 +145,7 @@ class ReadModel:
         self._bypass_counts: Counter[str] = Counter()
         self._reader = TopicReader(settings, self._short, "tidemark-readmodel")
         self.caught_up = False  # whether the last refresh reached every high watermark
+        self.records_read = 0  # every record applied so far, valid or not
 
     # -- applying records (pure) ---------------------------------------------------------------
 
@@ -233,8 +234,20 @@ class ReadModel:
         """Records as read: each key's in the order written (which is all the rules need)."""
         short = self._short
         with self._lock:
+            self.records_read += len(records)
             for record in records:
                 self._apply(short[record.topic], record.key, record.value)
+
+    def read_all(self, quiet_s: float) -> None:
+        """Refresh until caught up, for as long as every `quiet_s` brings records: a large
+        cluster takes as long as it takes, a stuck read gives up after `quiet_s` (then
+        `caught_up` is False)."""
+        before = -1
+        while before != self.records_read:
+            before = self.records_read
+            self.refresh(quiet_s)
+            if self.caught_up:
+                return
 
     def close(self) -> None:
         """Release the Kafka clients; the views stay readable."""

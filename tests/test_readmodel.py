@@ -273,3 +273,31 @@ def test_refresh_reads_committed_transactions_only_and_ends_at_the_commit_marker
         assert the(rm, "s").downstream_ms == T0 + 2 * MIN
     finally:
         rm.close()
+
+
+def test_read_all_keeps_reading_while_records_come_and_stops_when_they_stop(
+    model: ReadModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large cluster is read to its end however long that takes; a stalled read ends."""
+    batches = [[view(f"s{i}") for i in range(3)], [view("s3")], []]
+    calls: list[float] = []
+
+    def refresh(timeout_s: float) -> None:  # what a read that ran out of time does
+        calls.append(timeout_s)
+        batch = batches.pop(0)
+        for value in batch:
+            put(model, "streams", value)
+        model.records_read += len(batch)
+        model.caught_up = False
+
+    monkeypatch.setattr(model, "refresh", refresh)
+    model.read_all(7.0)
+    assert calls == [7.0, 7.0, 7.0] and len(model.streams()) == 4 and not model.caught_up
+
+    def caught_up(timeout_s: float) -> None:
+        calls.append(timeout_s)
+        model.caught_up = True
+
+    monkeypatch.setattr(model, "refresh", caught_up)
+    model.read_all(7.0)
+    assert len(calls) == 4

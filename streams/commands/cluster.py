@@ -123,7 +123,7 @@ def status(
     exists = views_topic in partition_counts(env.settings, [views_topic], env.connect_timeout_s)
     model = ReadModel(env.settings, env.topics.prefix)
     try:
-        model.refresh(READ_TIMEOUT_S)
+        model.read_all(READ_TIMEOUT_S)
     finally:
         model.close()
     now = now_ms()

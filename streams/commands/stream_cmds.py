@@ -262,13 +262,13 @@ def _read(env: CliEnv, topics: tuple[str, ...] | None = None) -> ReadModel:
     """A read model of the topics, caught up (or a warning on stderr if that took too long)."""
     model = ReadModel(env.settings, env.topics.prefix, topics or TOPICS)
     try:
-        model.refresh(READ_TIMEOUT_S)
+        model.read_all(READ_TIMEOUT_S)
     finally:
         model.close()
     if not model.caught_up:
         console(stderr=True).print(
-            f"warning: the topics were not read to their end within {READ_TIMEOUT_S:g} s; "
-            "this view may be behind"
+            f"warning: the topics were not read to their end (nothing came for "
+            f"{READ_TIMEOUT_S:g} s); this view may be behind"
         )
     return model
 
