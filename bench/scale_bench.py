@@ -15,6 +15,9 @@ first new task of a probe after a restart is the "first dispatch".
 Printed, and tabled at the end:
   - registration: from the first upsert produced to /health's `indexed_streams` counting all;
   - RSS: the coordinator's VmRSS (and VmHWM, its peak) from /proc/<pid>/status then;
+  - `tidemark streams list --output json` (to /dev/null) then, in a process of its own: its
+    wall time and peak RSS, and that it lists every stream (the read model reads the compacted
+    `streams` and `bypassed` topics only);
   - restart, same disk: SIGTERM, start again; time from the start to the first new task
     (dispatched after the stop) on `tasks`, and to /health ready with every stream indexed;
   - lost disk: SIGKILL, delete the data folder, start again; time to /health ready with every
@@ -32,7 +35,9 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -179,6 +184,27 @@ def mib(kib: int) -> str:
     return f"{kib / 1024:,.0f} MiB"
 
 
+def streams_list(proc: CoordinatorProcess, total: int, timeout_s: float) -> str:
+    """Run `tidemark streams list --output json` (the first child this script waits for, so
+    RUSAGE_CHILDREN's peak is its own) until it lists every stream; its time and peak RSS."""
+    env = {**proc.env, "TIDEMARK_WEB_PORT": "0"}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        began = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "streams", "streams", "list", "--output", "json"],
+            env=env, capture_output=True, check=False, timeout=timeout_s,
+        )  # fmt: skip
+        took = time.monotonic() - began
+        shown = len(json.loads(done.stdout)) if done.returncode == 0 else 0
+        if shown >= total:
+            peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            return f"{took:,.1f} s, peak RSS {mib(peak_kib)}"
+        if time.monotonic() > deadline:
+            raise BenchTimeout(f"streams list showed {shown:,} of {total:,} streams")
+        time.sleep(2)
+
+
 def run_engine(
     kafka: KafkaSettings, engine: str, streams: int, probes: int, timeout_s: float, home: Path
 ) -> dict[str, str]:
@@ -206,6 +232,8 @@ def run_engine(
         rss = rss_kib(proc.proc.pid)
         out["RSS, all registered"] = f"{mib(rss['VmRSS'])} (peak {mib(rss['VmHWM'])})"
         print(f"[{engine}] RSS {out['RSS, all registered']}", flush=True)
+        out["`tidemark streams list`, all shown"] = streams_list(proc, total, timeout_s)
+        print(f"[{engine}] streams list: {out['`tidemark streams list`, all shown']}", flush=True)
 
         out["rebuilds, registration"] = rebuilds_since(proc, (0, 0))
 

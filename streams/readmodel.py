@@ -1,25 +1,21 @@
-"""The cluster as its public topics tell it: every stream's progress and the bypassed windows.
+"""The cluster as its compacted topics tell it: every stream's view and the bypassed windows.
 
-Built by reading `control`, `tasks`, `results`, `commits` and `bypassed` from the beginning (not
-from a coordinator's table), so it shows the whole cluster whichever coordinator owns what.
-`apply` is pure and order-tolerant: the topics are read side by side, so one stream's commit may
-be applied before the task or nack that caused it, and the rules below give the same views
-either way:
+Built from two compacted topics alone, read from the beginning: `streams`, where whichever
+coordinator owns a stream publishes its current view (streams.core.view) whenever it changes,
+and `bypassed`. So it shows the whole cluster whatever coordinator owns what, and its start
+costs O(streams + listed windows), not O(history) (`tasks`, `results` and `commits` are never
+read). Both topics are read `read_committed`: the `confluent` engine writes a view in the
+transaction of the change it shows.
 
-| topic    | what it changes                                                                |
-|----------|--------------------------------------------------------------------------------|
-| control  | upsert: config (validated as the coordinator does), not deleted; pause/resume: |
-|          | paused (of a known stream); delete: the stream disappears until an upsert      |
-|          | re-creates it, and its tasks, nacks and commits are ignored until then         |
-| tasks    | window and attempt of the latest live-lane task (replay tasks are left out)    |
-| results  | a nack sets last_error, unless its window starts before downstream_ms          |
-| commits  | downstream_ms and last_commit_ms only move forward; a nack of a window now     |
-|          | before downstream_ms is cleared                                                |
-| bypassed | the listed windows by their key's stream and window; a None value unlists     |
+| topic    | what it changes                                                              |
+|----------|------------------------------------------------------------------------------|
+| streams  | a view replaces the stream's; a tombstone (a delete) removes it, and a       |
+|          | re-created stream's first view (a new incarnation) starts it afresh          |
+| bypassed | the listed windows by their key's stream and window; a None value unlists   |
 
-Every value is decoded by `streams.wire`; invalid ones are ignored, like the coordinator
-rejects them (a control's key must be its stream id, a bypassed key its window's). A stream is
-shown once an upsert, task, commit or bypass names it; pause and nack alone do not make one.
+Each topic is keyed by stream (a window's key starts with its stream), so a key's records come
+in the order they were written and every rule is per key: the topics may be read side by side.
+Every value is decoded by `streams.wire`; invalid ones are ignored.
 """
 
 from __future__ import annotations
@@ -28,85 +24,82 @@ import copy
 import shlex
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from streams.coordinator.topics import Topics
-from streams.core import (
-    NACK_WITHOUT_ERROR,
-    Commit,
-    Control,
-    Pause,
-    Replay,
-    Result,
-    Resume,
-    Task,
-    Upsert,
-    config_to_dict,
-)
+from streams.core import config_to_dict
+from streams.core.view import Status, status_at
+from streams.core.view import StreamView as PublishedView
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.humanize import format_time
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import TopicReader, TopicRecord
-from streams.wire import (
-    Bypassed,
-    decode_bypassed,
-    decode_commit,
-    decode_control,
-    decode_result,
-    decode_task,
-    stream_key,
-)
+from streams.wire import Bypassed, decode_bypassed, decode_view
 
-TOPICS = ("control", "tasks", "results", "commits", "bypassed")
+TOPICS = ("streams", "bypassed")
 
 
 @dataclass
 class StreamView:
-    """One stream as the topics show it; `lag_ms` and `state` take the time as an argument."""
+    """One stream as its last published view shows it; `lag_ms` and `state` take the time.
+
+    `bypasses` counts its windows listed on `bypassed` (replayable); `bypassed_total` every
+    window bypassed since its creation, as the coordinator counts.
+    """
 
     stream_id: str
-    config: dict[str, Any] | None = None
-    paused: bool = False
-    downstream_ms: int | None = None
-    last_commit_ms: int | None = None
-    window: tuple[int, int] | None = None
-    attempt: int = 0
-    last_error: dict[str, str] | None = None
+    config: dict[str, Any]
+    status: Status
+    downstream_ms: int
+    last_commit_ms: int | None
+    window: tuple[int, int] | None
+    attempt: int
+    last_error: dict[str, str] | None
+    bypassed_total: int
+    incarnation: int
+    changed_ms: int
     bypasses: int = 0
 
-    def lag_ms(self, now_ms: int) -> int | None:
-        """How far progress is behind `now_ms`: from downstream_ms, or before the first commit
-        from start_ms truncated to step_ms (where the coordinator starts); None when neither is
-        known."""
-        if self.downstream_ms is not None:
-            return now_ms - self.downstream_ms
-        if self.config is not None:
-            start_ms, step_ms = int(self.config["start_ms"]), int(self.config["step_ms"])
-            return now_ms - (start_ms - start_ms % step_ms)
-        return None
+    @classmethod
+    def of(cls, view: PublishedView) -> StreamView:
+        error = view.last_error
+        config = config_to_dict(view.config)
+        if config["params"]:  # nested values are shared with the decoded view's: copied
+            config["params"] = copy.deepcopy(config["params"])
+        return cls(
+            view.stream_id,
+            config,
+            view.status,
+            view.downstream_ms,
+            view.committed_ms,
+            view.window,
+            view.attempt,
+            None if error is None else error.to_wire(),
+            view.bypasses,
+            view.incarnation,
+            view.changed_ms,
+        )
 
-    def state(self, now_ms: int) -> str:
-        """`paused`, `retrying`, `catching up` or `live`, in that order of precedence.
+    @property
+    def paused(self) -> bool:
+        return self.status == "paused"
 
-        Retrying: a nack since the last commit, or the latest task is a retry (attempt > 1) of a
-        window not yet committed. Catching up: lag beyond 2 * window_ms + delay_ms.
-        """
-        if self.paused:
-            return "paused"
-        if self.last_error is not None or (self.attempt > 1 and not self._window_committed()):
-            return "retrying"
-        lag, config = self.lag_ms(now_ms), self.config
-        if lag is not None and config is not None and lag > _behind_ms(config):
-            return "catching up"
-        return "live"
+    def lag_ms(self, now_ms: int) -> int:
+        """How far progress is behind `now_ms`."""
+        return now_ms - self.downstream_ms
 
-    def _window_committed(self) -> bool:
-        return (
-            self.window is not None
-            and self.downstream_ms is not None
-            and self.window[1] <= self.downstream_ms
+    def state(self, now_ms: int) -> Status:
+        """`paused`, `retrying` and `finished` as published; else `catching up` when the lag
+        is beyond 2 * window_ms + delay_ms, or `live` (streams.core.view.status_at)."""
+        config = self.config
+        return status_at(
+            self.status,
+            self.downstream_ms,
+            int(config["window_ms"]),
+            int(config["delay_ms"]),
+            now_ms,
         )
 
 
@@ -130,24 +123,10 @@ class BypassView:
         )
 
 
-@dataclass
-class _StreamEntry:
-    """What is known of one stream id, shown or not (see the module's rules)."""
-
-    view: StreamView
-    shown: bool = False
-    deleted: bool = False
-    error_start_ms: int = 0
-
-    def reset(self) -> None:
-        self.view = StreamView(self.view.stream_id)
-        self.error_start_ms = 0
-
-
 class ReadModel:
     """The read model over one cluster's topics `{prefix}.*`; thread-safe for one refresher.
 
-    `topics` narrows what `refresh` reads (the CLI only needs `control` to update a stream).
+    `topics` narrows what `refresh` reads (the CLI only needs `streams` to update a stream).
     """
 
     def __init__(
@@ -160,98 +139,33 @@ class ReadModel:
         self.topics = Topics(prefix)
         self._short = {getattr(self.topics, name): name for name in topics}
         self._lock = threading.Lock()
-        self._entries: dict[str, _StreamEntry] = {}
+        # The decoded views (frozen): a reader's StreamView is made from one when it asks.
+        self._views: dict[str, PublishedView] = {}
         self._bypassed: dict[tuple[str, int], BypassView] = {}  # by (stream_id, start_ms)
         self._bypass_counts: Counter[str] = Counter()
         self._reader = TopicReader(settings, self._short, "tidemark-readmodel")
         self.caught_up = False  # whether the last refresh reached every high watermark
+        self.records_read = 0  # every record applied so far, valid or not
 
     # -- applying records (pure) ---------------------------------------------------------------
 
     def apply(self, topic: str, key: bytes | None, value: bytes | None) -> None:
-        """Apply one record of `topic` (a short name like "commits"); invalid ones are ignored."""
+        """Apply one record of `topic` (a short name like "streams"); invalid ones are ignored."""
         with self._lock:
             self._apply(topic, key, value)
 
     def _apply(self, topic: str, key: bytes | None, value: bytes | None) -> None:
         try:
-            if topic == "control":
-                self._on_control(key, decode_control(value))
-            elif topic == "tasks":
-                self._on_task(decode_task(value))
-            elif topic == "results":
-                self._on_result(decode_result(value))
-            elif topic == "commits":
-                self._on_commit(decode_commit(value))
+            if topic == "streams":
+                stream_id, view = decode_view(key, value)
+                if view is None:
+                    self._views.pop(stream_id, None)
+                else:
+                    self._views[stream_id] = view
             elif topic == "bypassed":
                 self._on_bypass(decode_bypassed(key, value))
         except InvalidInput:
-            return  # what the coordinator rejects (or never writes) changes no view
-
-    def _live_entry(self, stream_id: str) -> _StreamEntry | None:
-        """The stream's entry, or None while it is deleted: what the old stream emitted
-        between its delete and the coordinator applying it must not reach a re-creation."""
-        entry = self._entry(stream_id)
-        return None if entry.deleted else entry
-
-    def _entry(self, stream_id: str) -> _StreamEntry:
-        entry = self._entries.get(stream_id)
-        if entry is None:
-            entry = self._entries[stream_id] = _StreamEntry(StreamView(stream_id))
-        return entry
-
-    def _on_control(self, key: bytes | None, control: Control | Replay) -> None:
-        if isinstance(control, Replay):
-            return
-        stream_id = control.config.stream_id if isinstance(control, Upsert) else control.stream_id
-        if key != stream_key(stream_id):
-            return  # the coordinator rejects a key that is not the stream id
-        if isinstance(control, Upsert):
-            entry = self._entry(stream_id)
-            entry.view.config = config_to_dict(control.config)
-            entry.shown, entry.deleted = True, False
-        elif isinstance(control, (Pause, Resume)):
-            known = self._entries.get(stream_id)
-            if known is not None and not known.deleted:  # else the coordinator rejects it
-                known.view.paused = isinstance(control, Pause)
-        elif stream_id in self._entries:  # a delete
-            entry = self._entries[stream_id]
-            entry.deleted = True
-            entry.reset()
-
-    def _on_task(self, task: Task) -> None:
-        if task.replay:
-            return
-        entry = self._live_entry(task.stream_id)
-        if entry is None:
-            return
-        entry.shown = True
-        entry.view.window = (task.start_ms, task.end_ms)
-        entry.view.attempt = task.attempt
-
-    def _on_result(self, result: Result) -> None:
-        if result.outcome != "nack":
-            return
-        entry = self._live_entry(result.stream_id)
-        if entry is None:
-            return
-        downstream_ms = entry.view.downstream_ms
-        if downstream_ms is not None and result.start_ms < downstream_ms:
-            return  # a window already committed (or a replay of a bypassed one)
-        error = result.error or NACK_WITHOUT_ERROR
-        entry.view.last_error = error.to_wire()
-        entry.error_start_ms = result.start_ms
-
-    def _on_commit(self, commit: Commit) -> None:
-        entry = self._live_entry(commit.stream_id)
-        if entry is None:
-            return
-        entry.shown = True
-        view = entry.view
-        view.downstream_ms = max(commit.downstream_ms, view.downstream_ms or 0)
-        view.last_commit_ms = max(commit.committed_ms, view.last_commit_ms or 0)
-        if view.last_error is not None and entry.error_start_ms < view.downstream_ms:
-            view.last_error = None
+            return  # what the coordinator never writes changes no view
 
     def _on_bypass(self, bypassed: Bypassed) -> None:
         key = (bypassed.stream_id, bypassed.start_ms)
@@ -270,7 +184,6 @@ class ReadModel:
             None if error is None else error.to_wire(),
         )
         self._bypass_counts[bypass.stream_id] += 1
-        self._entry(bypass.stream_id).shown = True
 
     def _unlist(self, key: tuple[str, int]) -> None:
         old = self._bypassed.pop(key, None)
@@ -280,21 +193,15 @@ class ReadModel:
     # -- reading views -------------------------------------------------------------------------
 
     def streams(self) -> list[StreamView]:
-        """Every stream shown and not deleted, by stream_id (copies, safe to keep)."""
+        """Every stream, by stream_id (copies, safe to keep)."""
         with self._lock:
-            return [
-                self._view(entry)
-                for _, entry in sorted(self._entries.items())
-                if entry.shown and not entry.deleted
-            ]
+            return [self._view(view) for _, view in sorted(self._views.items())]
 
     def stream(self, stream_id: str) -> StreamView | None:
         """One stream, or None if it is unknown or deleted."""
         with self._lock:
-            entry = self._entries.get(stream_id)
-            if entry is None or not entry.shown or entry.deleted:
-                return None
-            return self._view(entry)
+            view = self._views.get(stream_id)
+            return None if view is None else self._view(view)
 
     def bypasses(self, limit: int | None = None) -> list[BypassView]:
         """Listed windows, the most recently bypassed first."""
@@ -303,12 +210,10 @@ class ReadModel:
         views.sort(key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
         return views if limit is None else views[:limit]
 
-    def _view(self, entry: _StreamEntry) -> StreamView:
-        view = copy.copy(entry.view)
-        view.config = copy.deepcopy(view.config)
-        view.last_error = None if view.last_error is None else dict(view.last_error)
-        view.bypasses = self._bypass_counts[view.stream_id]
-        return view
+    def _view(self, view: PublishedView) -> StreamView:
+        shown = StreamView.of(view)  # fresh dicts: safe to keep and change
+        shown.bypasses = self._bypass_counts[view.stream_id]
+        return shown
 
     # -- reading the topics --------------------------------------------------------------------
 
@@ -319,24 +224,31 @@ class ReadModel:
         partitions are still behind (`caught_up` says which happened; the next call goes on).
         Raises BrokerUnavailable if the cluster does not answer within `timeout_s`.
         """
-        records: list[TopicRecord] = []
         try:
-            self.caught_up = self._reader.read(timeout_s, records.extend)
+            self.caught_up = self._reader.read(timeout_s, self._apply_batch)
         except BrokerUnavailable as exc:
             where = f"{self.topics.prefix}.* at {self.settings.bootstrap_servers}"
             raise BrokerUnavailable(f"could not read the topics {where}: {exc}") from exc
-        # The topics are read side by side, so one topic can run ahead of another: apply what
-        # was read in the order it was written (a delete, then the re-created stream's commits).
-        records.sort(key=lambda record: record.timestamp_ms or 0)
+
+    def _apply_batch(self, records: list[TopicRecord]) -> None:
+        """Records as read: each key's in the order written (which is all the rules need)."""
+        short = self._short
         with self._lock:
+            self.records_read += len(records)
             for record in records:
-                self._apply(self._short[record.topic], record.key, record.value)
+                self._apply(short[record.topic], record.key, record.value)
+
+    def read_all(self, quiet_s: float) -> None:
+        """Refresh until caught up, for as long as every `quiet_s` brings records: a large
+        cluster takes as long as it takes, a stuck read gives up after `quiet_s` (then
+        `caught_up` is False)."""
+        before = -1
+        while before != self.records_read:
+            before = self.records_read
+            self.refresh(quiet_s)
+            if self.caught_up:
+                return
 
     def close(self) -> None:
         """Release the Kafka clients; the views stay readable."""
         self._reader.close()
-
-
-def _behind_ms(config: Mapping[str, Any]) -> int:
-    """The lag past which a stream is catching up: two windows and its delay."""
-    return 2 * int(config["window_ms"]) + int(config["delay_ms"])

@@ -9,6 +9,7 @@ Every reader and writer of a topic goes through the functions here, both directi
 | results  | `stream_key(stream_id)`          | `encode_result`   | `decode_result`             |
 | commits  | `stream_key(stream_id)`          | `encode_commit`   | `decode_commit`             |
 | bypassed | `bypassed_key(stream_id, start)` | `encode_bypassed` | `decode_bypassed(key, raw)` |
+| streams  | `stream_key(stream_id)`          | `encode_view`     | `decode_view(key, raw)`     |
 | rejected | the input's raw key              | `rejected_value`  | `decode_rejected`           |
 
 A decoder raises InvalidInput naming the field; the coordinator sends an invalid input to
@@ -56,12 +57,15 @@ from streams.core._checks import (
     MAX_TIME_MS,
 )
 from streams.core.config import (
+    DEFAULT_BYPASS_RETENTION_MS,
+    DEFAULT_GC_GRACE_MS,
     MAX_IN_FLIGHT,
     MAX_NON_RETRYABLE,
     MAX_PARAMS_BYTES,
     MAX_PARAMS_DEPTH,
     check_params,
 )
+from streams.core.view import Status, StreamView
 from streams.errors import InvalidInput
 
 MAX_RAW_BYTES = 4096
@@ -117,10 +121,9 @@ RetryModel = Annotated[
 ]
 
 
-class UpsertControl(_Wire):
-    """Create a stream or change its config (start_ms only applies on creation)."""
+class ConfigModel(_Wire):
+    """A stream's config (streams.core.config): an upsert's fields, and a view's `config`."""
 
-    type: Literal["upsert"]
     stream_id: StreamId
     start_ms: StartMs
     window_ms: Duration = 60000
@@ -142,6 +145,27 @@ class UpsertControl(_Wire):
             f"{MAX_PARAMS_DEPTH} deep, at most {MAX_PARAMS_BYTES} bytes as compact JSON"
         ),
     )
+    end_ms: StartMs | None = Field(
+        default=None,
+        description=(
+            "a bounded stream: no window goes past it (a multiple of step_ms, after start_ms); "
+            "once downstream_ms reaches it the stream is finished"
+        ),
+    )
+    gc_grace_ms: Duration = Field(
+        default=DEFAULT_GC_GRACE_MS,
+        description="how long a finished or deleted stream's state is kept, then collected",
+    )
+    bypass_retention_ms: Duration = Field(
+        default=DEFAULT_BYPASS_RETENTION_MS,
+        description="how long a bypassed window stays listed (replayable), then tombstoned",
+    )
+
+
+class UpsertControl(ConfigModel):
+    """Create a stream or change its config (start_ms only applies on creation)."""
+
+    type: Literal["upsert"]
 
 
 class StreamControl(_Wire):
@@ -241,6 +265,30 @@ class BypassedMessage(_Wire):
     first_failed_ms: Ms
     bypassed_ms: Ms
     last_error: ErrorModel | None
+
+
+class WindowModel(_Wire):
+    start_ms: Ms
+    end_ms: Ms
+
+
+class ViewMessage(_Wire):
+    """A stream's current view (compacted, keyed by stream_id; a tombstone once deleted)."""
+
+    stream_id: StreamId
+    config: ConfigModel
+    status: Status = Field(
+        description="paused, retrying and finished as published; live or catching up by the "
+        "lag at the time of reading (behind by more than 2 * window_ms + delay_ms)"
+    )
+    downstream_ms: Ms = Field(description="as announced on commits")
+    window: WindowModel | None = Field(description="the first outstanding window")
+    attempt: Annotated[int, Field(ge=0, description="its last attempt; 0: not dispatched yet")]
+    last_error: ErrorModel | None = Field(description="of the latest outstanding window's failure")
+    bypasses: Annotated[int, Field(ge=0, description="windows bypassed since its creation")]
+    committed_ms: Ms | None = Field(description="when downstream_ms last moved")
+    incarnation: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+    changed_ms: Ms = Field(description="when the view was published")
 
 
 class RejectedMessage(_Wire):
@@ -570,6 +618,59 @@ def decode_bypassed(key: bytes | None, raw: bytes | None) -> Bypassed:
     return Bypassed(msg.stream_id, msg.start_ms, record)
 
 
+def encode_view(view: StreamView, config_json: orjson.Fragment | None = None) -> bytes:
+    """The `streams` value of `view`; `config_json`, when given, is its config's JSON already
+    encoded. `decode_view` inverts it."""
+    config: Any = config_to_dict(view.config) if config_json is None else config_json
+    return orjson.dumps(
+        {
+            "stream_id": view.stream_id,
+            "config": config,
+            **view.body(),
+            "changed_ms": view.changed_ms,
+        }
+    )
+
+
+class Viewed(NamedTuple):
+    """A decoded `streams` record: the stream its key names, and its view (None: a tombstone)."""
+
+    stream_id: str
+    view: StreamView | None
+
+
+def decode_view(key: bytes | None, raw: bytes | None) -> Viewed:
+    """A `streams` record, or InvalidInput naming the field; the key must be the stream id."""
+    if key is None:
+        raise InvalidInput("key", "is required")
+    try:
+        stream_id = key.decode()
+    except UnicodeDecodeError:
+        raise InvalidInput("key", "is not UTF-8") from None
+    if raw is None:
+        return Viewed(stream_id, None)
+    msg = _validated(ViewMessage.model_validate_json, raw)
+    if msg.stream_id != stream_id:
+        raise InvalidInput("key", "must be the value's stream_id")
+    if msg.config.stream_id != stream_id:
+        raise InvalidInput("config.stream_id", "must be the view's stream_id")
+    check_params(msg.config.params)
+    window, error = msg.window, msg.last_error
+    view = StreamView(
+        config_from_dict(msg.config.model_dump()),
+        msg.status,
+        msg.downstream_ms,
+        None if window is None else (window.start_ms, window.end_ms),
+        msg.attempt,
+        None if error is None else ErrorInfo(error.kind, error.message),
+        msg.bypasses,
+        msg.committed_ms,
+        msg.incarnation,
+        msg.changed_ms,
+    )
+    return Viewed(stream_id, view)
+
+
 def decode_rejected(raw: bytes | None) -> RejectedMessage:
     """A `rejected` value, or InvalidInput naming the field."""
     return _validated(RejectedMessage.model_validate_json, raw)
@@ -601,6 +702,7 @@ SCHEMAS: dict[str, Any] = {
     "tasks": TaskMessage,
     "commits": CommitMessage,
     "bypassed": BypassedMessage,
+    "streams": ViewMessage,
     "rejected": RejectedMessage,
 }
 

@@ -28,9 +28,12 @@ from typer.testing import CliRunner, Result
 
 from streams.cli import app
 from streams.coordinator.topics import Topics
+from streams.core import StreamConfig, create_state
+from streams.core.view import view_of
 from streams.devbroker import free_port
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.wire import encode_view
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Responder, Tail
 
@@ -75,6 +78,12 @@ class Cli:
 
     def json(self, *args: str) -> Any:
         return json.loads(self.ok(*args, "--output", "json"))
+
+    def shown(self, stream_id: str) -> Any:
+        """`streams show` as JSON, or None while the stream is unknown (the coordinator
+        publishes a stream's view once it has applied the control that made it)."""
+        result = self("streams", "show", stream_id, "--output", "json")
+        return json.loads(result.stdout) if result.exit_code == 0 else None
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +142,13 @@ def sid(kind: str = "s") -> str:
         (["streams", "create", "x", "--start", "now", "--step", "7s"], "--window (window_ms)"),
         (["streams", "create", "x", "--start", "now", "--timeout", "0s"], "--timeout"),
         (["streams", "update", "x", "--bypass-after", "soon"], "--bypass-after"),
+        (["streams", "create", "x", "--start", "now", "--end", "soon"], "--end"),
+        (
+            ["streams", "create", "x", "--start", "now", "--end", "now-1h"],
+            "--end (end_ms)",
+        ),
+        (["streams", "create", "x", "--start", "now", "--gc-grace", "0s"], "--gc-grace"),
+        (["streams", "update", "x", "--bypass-retention", "x"], "--bypass-retention"),
         (["replay", "x", "--from", "now", "--to", "now-1h"], "--to"),
         (["replay", "x", "--from", "then", "--to", "now"], "--from"),
     ],
@@ -245,8 +261,9 @@ def test_create_then_list_and_show_follow_real_commits(cli: Cli) -> None:
     assert f"created stream '{s}': windows of 10s every 5s" in created
 
     def caught_up() -> Any:
-        doc = cli.json("streams", "show", s)
-        return doc if doc["state"] == "live" and doc["downstream_ms"] else None
+        doc = cli.shown(s)
+        return doc if doc and doc["state"] == "live" and doc["downstream_ms"] > doc["config"][
+            "start_ms"] else None  # fmt: skip
 
     shown = wait_for("the stream to catch up", caught_up)
     assert shown["lag_ms"] < 2 * 10_000
@@ -271,7 +288,7 @@ def test_a_failing_stream_shows_retries_bypasses_and_how_to_replay(cli: Cli) -> 
         "--retry", "fixed:200ms", "--max-attempts", "2", "--non-retryable", "fatal,bad_params",
     )  # fmt: skip
     try:
-        doc = wait_for("a bypass", lambda: (d := cli.json("streams", "show", s))["bypassed"] and d)
+        doc = wait_for("a bypass", lambda: (d := cli.shown(s)) and d["bypassed"] and d)
         assert doc["config"]["non_retryable"] == ["bad_params", "fatal"]
         bypassed = doc["bypassed"][0]
         assert bypassed["attempts"] == 2
@@ -303,9 +320,11 @@ def test_update_pause_resume_and_delete(cli: Cli) -> None:
     s = sid()
     start = now_ms() + 10 * MIN  # nothing is due: only the control topic changes
     cli.ok("streams", "create", s, "--start", str(start), "--param", "region=eu")
+    wait_for("the stream's view", lambda: cli.shown(s))
 
     cli.ok("streams", "update", s, "--window", "2m", "--step", "30s", "--param", "limit=5")
-    config = cli.json("streams", "show", s)["config"]
+    config = wait_for("the update", lambda: (c := cli.shown(s)["config"])["window_ms"] == 120_000
+                      and c)  # fmt: skip
     assert (config["window_ms"], config["step_ms"], config["start_ms"]) == (120_000, 30_000, start)
     assert config["params"] == {"region": "eu", "limit": 5}
     assert config["retry"] == {"strategy": "fixed", "interval_ms": 60_000}
@@ -314,16 +333,15 @@ def test_update_pause_resume_and_delete(cli: Cli) -> None:
     assert sent["sent"]["params"] == {"x": 1} and sent["sent"]["window_ms"] == 120_000
 
     cli.ok("streams", "pause", s)
-    shown = cli.json("streams", "show", s)
-    assert shown["paused"] and shown["state"] == "paused"
-    assert cli.json("streams", "show", s)["config"]["retry"] == {"strategy": "immediate"}
+    shown = wait_for("the pause", lambda: (d := cli.shown(s))["paused"] and d)
+    assert shown["state"] == "paused" and shown["config"]["retry"] == {"strategy": "immediate"}
     cli.ok("streams", "resume", s)
-    assert not cli.json("streams", "show", s)["paused"]
+    wait_for("the resume", lambda: not cli.shown(s)["paused"])
 
     kept = cli("streams", "delete", s, input="n\n")
     assert kept.exit_code == 1 and cli.json("streams", "show", s)
     assert "deleted" in cli.ok("streams", "delete", s, "--yes")
-    assert s not in {doc["stream_id"] for doc in cli.json("streams", "list")}
+    wait_for("the delete", lambda: s not in {d["stream_id"] for d in cli.json("streams", "list")})
 
 
 @pytest.mark.parametrize(
@@ -402,9 +420,12 @@ def replayed_commit(s: str, start: int) -> dict[str, Any]:
 
 
 def seed_bypasses(cli: Cli, s: str, starts: list[int]) -> None:
+    """The stream's view and its bypassed windows, as a coordinator publishes them."""
     producer = Producer(cli.kafka.producer())
-    upsert = {"type": "upsert", "stream_id": s, "start_ms": starts[0]}
-    producer.produce(f"{cli.prefix}.control", json.dumps(upsert).encode(), s.encode())
+    state = create_state(StreamConfig(s, starts[0]), now_ms()).state
+    assert state is not None
+    view = encode_view(view_of(state, len(starts), None, now_ms()))
+    producer.produce(f"{cli.prefix}.streams", view, s.encode())
     for start in starts:
         value = json.dumps(bypassed(s, start)).encode()
         producer.produce(f"{cli.prefix}.bypassed", value, f"{s}/{start}".encode())

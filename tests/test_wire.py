@@ -41,6 +41,7 @@ from streams.core.config import (
     MAX_PARAMS_BYTES,
     MAX_PARAMS_DEPTH,
 )
+from streams.core.view import StreamView, view_of
 from streams.errors import InvalidInput
 from streams.wire import (
     MAX_RAW_BYTES,
@@ -50,6 +51,8 @@ from streams.wire import (
     CommitMessage,
     RejectedMessage,
     TaskMessage,
+    Viewed,
+    ViewMessage,
     bypassed_key,
     decode_bypassed,
     decode_commit,
@@ -57,11 +60,13 @@ from streams.wire import (
     decode_rejected,
     decode_result,
     decode_task,
+    decode_view,
     encode_bypassed,
     encode_commit,
     encode_control,
     encode_result,
     encode_task,
+    encode_view,
     json_schema,
     rejected_value,
     stream_key,
@@ -518,7 +523,9 @@ def test_a_nack_error_at_its_bounds_is_kept_whole() -> None:
 def test_there_is_one_schema_file_per_topic() -> None:
     files = {path.name for path in SCHEMA_DIR.glob("*.schema.json")}
     assert files == {f"{topic}.schema.json" for topic in SCHEMAS}
-    assert set(SCHEMAS) == {"control", "results", "tasks", "commits", "bypassed", "rejected"}
+    assert set(SCHEMAS) == {
+        "control", "results", "tasks", "commits", "bypassed", "streams", "rejected"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("topic", sorted(SCHEMAS))
@@ -765,6 +772,44 @@ def test_a_bypassed_key_that_is_not_its_window_is_named(key: bytes | None, reaso
     with pytest.raises(InvalidInput) as caught:
         decode_bypassed(key, encode_bypassed(bypass))
     assert caught.value.field == "key" and reason in caught.value.reason
+
+
+def _view() -> StreamView:
+    config = StreamConfig("cluster-a", T0, max_in_flight=2, params={"q": "up"})
+    decision = create_state(config, T0 + 300_000)
+    assert decision.state is not None
+    return view_of(decision.state, 3, T0 + 200_000, T0 + 300_000)
+
+
+def test_a_view_round_trips_under_its_key_and_a_tombstone_names_its_stream() -> None:
+    view = _view()
+    raw = encode_view(view)
+    assert ViewMessage.model_validate_json(raw).stream_id == "cluster-a"
+    assert decode_view(b"cluster-a", raw) == Viewed("cluster-a", view)
+    assert decode_view(b"cluster-a", None) == Viewed("cluster-a", None)
+    assert json.loads(raw)["window"] == {"start_ms": T0, "end_ms": T0 + 60_000}
+
+
+@pytest.mark.parametrize(
+    ("key", "change", "field", "reason"),
+    [
+        (None, {}, "key", "is required"),
+        (b"\xff", {}, "key", "is not UTF-8"),
+        (b"other", {}, "key", "must be the value's stream_id"),
+        (b"cluster-a", {"status": "asleep"}, "status", "Input should be"),
+        (b"cluster-a", {"attempt": -1}, "attempt", "greater than or equal to 0"),
+        (b"cluster-a", {"config": {"stream_id": "cluster-a"}}, "config.start_ms", "required"),
+        (b"cluster-a", {"config": {"stream_id": "x", "start_ms": T0}}, "config.stream_id", "view"),
+        (b"cluster-a", {"downstream_ms": "1"}, "downstream_ms", "integer"),
+    ],
+)
+def test_a_bad_view_is_refused_naming_the_field(
+    key: bytes | None, change: dict[str, Any], field: str, reason: str
+) -> None:
+    wire = {**json.loads(encode_view(_view())), **change}
+    with pytest.raises(InvalidInput) as caught:
+        decode_view(key, json.dumps(wire).encode())
+    assert caught.value.field == field and reason in caught.value.reason
 
 
 def test_rejected_records_decode() -> None:

@@ -119,11 +119,11 @@ def status(
             console().print(Text.assemble("broker: ", ("unreachable", "red"), where))
         fail(str(exc))
         raise typer.Exit(1) from None
-    control = env.topics.control
-    exists = control in partition_counts(env.settings, [control], env.connect_timeout_s)
+    views_topic = env.topics.streams
+    exists = views_topic in partition_counts(env.settings, [views_topic], env.connect_timeout_s)
     model = ReadModel(env.settings, env.topics.prefix)
     try:
-        model.refresh(READ_TIMEOUT_S)
+        model.read_all(READ_TIMEOUT_S)
     finally:
         model.close()
     now = now_ms()

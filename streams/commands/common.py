@@ -25,7 +25,8 @@ from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.settings import KafkaSettings
 
 DEFAULT_CONNECT_TIMEOUT_S = 6.0
-# How long a command reads the topics to build its view; it says so when that was not enough.
+# A command reads the topics to their end for as long as each READ_TIMEOUT_S brings records
+# (ReadModel.read_all); it says so when a read stalled that long before the end.
 READ_TIMEOUT_S = 20.0
 
 

@@ -29,6 +29,9 @@ FLAGS = {
     "non_retryable": "--non-retryable",
     "max_in_flight": "--max-in-flight",
     "params": "--param",
+    "end_ms": "--end",
+    "gc_grace_ms": "--gc-grace",
+    "bypass_retention_ms": "--bypass-retention",
 }
 _DURATIONS = {
     "window": "window_ms",
@@ -36,6 +39,8 @@ _DURATIONS = {
     "delay": "delay_ms",
     "timeout": "task_timeout_ms",
     "bypass_after": "bypass_after_ms",
+    "gc_grace": "gc_grace_ms",
+    "bypass_retention": "bypass_retention_ms",
 }
 
 
@@ -55,12 +60,17 @@ class ConfigFlags:
     max_in_flight: int | None = None
     params: Sequence[str] | None = None
     params_json: str | None = None
+    end: str | None = None
+    gc_grace: str | None = None
+    bypass_retention: str | None = None
 
     def changes(self, now_ms: int) -> dict[str, Any]:
         """The config fields these flags set, parsed (params are handled by `merge`)."""
         out: dict[str, Any] = {}
         if self.start is not None:
             out["start_ms"] = parse_time_ms(self.start, now_ms, "--start")
+        if self.end is not None:
+            out["end_ms"] = parse_time_ms(self.end, now_ms, "--end")
         for name, field in _DURATIONS.items():
             text = getattr(self, name)
             if text is not None:

@@ -104,9 +104,9 @@ def replay(
 
 
 def _listed(env: CliEnv, stream: str, from_ms: int, to_ms: int) -> list[BypassView]:
-    model = ReadModel(env.settings, env.topics.prefix, ("control", "bypassed"))
+    model = ReadModel(env.settings, env.topics.prefix, ("streams", "bypassed"))
     try:
-        model.refresh(READ_TIMEOUT_S)
+        model.read_all(READ_TIMEOUT_S)
     finally:
         model.close()
     if model.stream(stream) is None:

@@ -61,6 +61,16 @@ NonRetryable = Annotated[
     typer.Option(metavar="KIND", help="an error kind bypassed at once (repeatable)"),
 ]
 MaxInFlight = Annotated[int | None, typer.Option(min=1, help="windows dispatched at once [1]")]
+End = Annotated[
+    str | None,
+    typer.Option(metavar="TIME", help="a bounded stream: no window past it, then finished"),
+]
+GcGrace = Annotated[
+    str | None, _duration("keep a finished or deleted stream's state this long [48h]")
+]
+BypassRetention = Annotated[
+    str | None, _duration("keep a bypassed window listed (replayable) this long [30d]")
+]
 Param = Annotated[
     list[str] | None,
     typer.Option("--param", metavar="KEY=VALUE", help="a task param, JSON or text (repeatable)"),
@@ -94,6 +104,9 @@ def create(
     max_in_flight: MaxInFlight = None,
     param: Param = None,
     params_json: ParamsJson = None,
+    end: End = None,
+    gc_grace: GcGrace = None,
+    bypass_retention: BypassRetention = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -102,11 +115,11 @@ def create(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         start, window, step, delay, timeout, bypass_after, retry, max_attempts,
-        non_retryable, max_in_flight, param, params_json,
+        non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention,
     )  # fmt: skip
     config = validated(flags.merge({"stream_id": stream}, now_ms()))
-    env.connect(require=["control"])
-    if _read(env, ("control",)).stream(stream) is not None:
+    env.connect(require=["control", "streams"])
+    if _read(env, ("streams",)).stream(stream) is not None:
         raise TidemarkError(
             f"stream {stream!r} already exists; change it with `tidemark streams update`"
         )
@@ -129,6 +142,9 @@ def update(
     max_in_flight: MaxInFlight = None,
     param: Param = None,
     params_json: ParamsJson = None,
+    end: End = None,
+    gc_grace: GcGrace = None,
+    bypass_retention: BypassRetention = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -141,12 +157,10 @@ def update(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         None, window, step, delay, timeout, bypass_after, retry, max_attempts,
-        non_retryable, max_in_flight, param, params_json,
+        non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention,
     )  # fmt: skip
     flags.changes(now_ms())  # bad input is reported before anything talks to Kafka
     current = _existing(env, stream)
-    if current.config is None:
-        raise TidemarkError(f"stream {stream!r} has no config on the control topic any more")
     _upsert(env, validated(flags.merge(current.config, now_ms())), "updated")
 
 
@@ -217,7 +231,7 @@ def list_(
     elif views:
         console().print(streams_table(views, now))
     else:
-        console().print(f"no streams on {env.topics.control}")
+        console().print(f"no streams on {env.topics.streams}")
 
 
 @app.command()
@@ -248,13 +262,13 @@ def _read(env: CliEnv, topics: tuple[str, ...] | None = None) -> ReadModel:
     """A read model of the topics, caught up (or a warning on stderr if that took too long)."""
     model = ReadModel(env.settings, env.topics.prefix, topics or TOPICS)
     try:
-        model.refresh(READ_TIMEOUT_S)
+        model.read_all(READ_TIMEOUT_S)
     finally:
         model.close()
     if not model.caught_up:
         console(stderr=True).print(
-            f"warning: the topics were not read to their end within {READ_TIMEOUT_S:g} s; "
-            "this view may be behind"
+            f"warning: the topics were not read to their end (nothing came for "
+            f"{READ_TIMEOUT_S:g} s); this view may be behind"
         )
     return model
 
@@ -267,9 +281,9 @@ def _known(model: ReadModel, stream: str) -> StreamView:
 
 
 def _existing(env: CliEnv, stream: str) -> StreamView:
-    """The stream as the control topic shows it, or an error if it is unknown or deleted."""
-    env.connect(require=["control"])
-    return _known(_read(env, ("control",)), stream)
+    """The stream as its view on `streams` shows it, or an error if it is unknown or deleted."""
+    env.connect(require=["control", "streams"])
+    return _known(_read(env, ("streams",)), stream)
 
 
 def _control(env: CliEnv, control: Pause | Resume | Delete, done: str) -> None:

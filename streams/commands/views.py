@@ -13,7 +13,13 @@ from rich.text import Text
 from streams.humanize import format_duration, format_time
 from streams.readmodel import BypassView, StreamView
 
-STATE_STYLES = {"live": "green", "catching up": "yellow", "retrying": "red", "paused": "dim"}
+STATE_STYLES = {
+    "live": "green",
+    "catching up": "yellow",
+    "retrying": "red",
+    "paused": "dim",
+    "finished": "blue",
+}
 
 
 def by_lag(views: Iterable[StreamView], now_ms: int) -> list[StreamView]:

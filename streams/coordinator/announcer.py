@@ -140,6 +140,7 @@ class Announcer:
         record.state, commit = flush(record.state, now_ms)
         if commit is None:
             return
+        record.committed_ms = now_ms
         if not self.transactional:
             record.announce(commit)
         out.append(self._commit_message(commit))

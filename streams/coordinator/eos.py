@@ -176,7 +176,7 @@ class ConfluentEngine:
         if batch:
             self._moved = True
         self._punctuate(now)
-        pending = self._moved or self.clients.in_transaction
+        pending = self._moved or self.clients.in_transaction or self.processor.dirty
         # Commit at the interval, or early once the input runs dry (low latency when caught
         # up, large transactions under load).
         since_s = time.monotonic() - last_commit

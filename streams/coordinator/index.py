@@ -46,11 +46,12 @@ class DueIndex:
             heapq.heappop(heap)  # superseded entry
         return None
 
-    def pop_due(self, partition: int, now_ms: int) -> list[str]:
-        """The streams whose wake time is at or before `now_ms`, removed from the index."""
+    def pop_due(self, partition: int, now_ms: int, limit: int | None = None) -> list[str]:
+        """The streams whose wake time is at or before `now_ms` (the earliest `limit` of them
+        if given), removed from the index."""
         due: list[str] = []
         heap, wakes = self._heaps.get(partition), self._wake.get(partition, {})
-        while heap and heap[0][0] <= now_ms:
+        while heap and heap[0][0] <= now_ms and (limit is None or len(due) < limit):
             wake_ms, stream_id = heapq.heappop(heap)
             if wakes.get(stream_id) == wake_ms:
                 del wakes[stream_id]

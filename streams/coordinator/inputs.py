@@ -19,7 +19,9 @@ from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
+from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.topics import Topics
+from streams.coordinator.views import Views
 from streams.core import (
     Decision,
     Delete,
@@ -30,7 +32,7 @@ from streams.core import (
     apply_result,
     next_due_ms,
 )
-from streams.core.lifecycle import UNKNOWN_STREAM
+from streams.core.lifecycle import UNKNOWN_STREAM, ended_reason
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 from streams.wire import decode_control, decode_result, encode_task, rejected_value
@@ -57,6 +59,8 @@ class Inputs:
         replays: ReplayLane | None,
         stats: Counter[str],
         metrics: CoordinatorMetrics,
+        views: Views,
+        scavenger: Scavenger,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -67,6 +71,8 @@ class Inputs:
         self.replays = replays
         self.stats = stats
         self.metrics = metrics
+        self.views = views
+        self.scavenger = scavenger
         self._loaded: str | None = None  # the stream whose record the current event holds
         # Per event: the topic names (a `Topics` property formats its name on every read) and
         # each stream key's partition.
@@ -170,6 +176,8 @@ class Inputs:
             if decision.rejected is None:
                 self.apply(partition, stream_id, record, decision, now_ms)
                 return
+            if record.state.deleted_ms is not None:
+                raise _Rejected(decision.rejected)  # deleted already
         if not self.records.exists(stream_id):
             raise _Rejected(UNKNOWN_STREAM)
         log.warning("deleting %r, whose stored state is unreadable or inconsistent", stream_id)
@@ -209,6 +217,7 @@ class Inputs:
         self._loaded = stream_id
         state = decision.state
         stats = self.stats
+        announcer = self.announcer
         if decision.timeouts or decision.requeues:
             stats["timeouts"] += decision.timeouts
             stats["requeues"] += decision.requeues
@@ -218,10 +227,16 @@ class Inputs:
                 self.replays.delete(stream_id)
             self.index.set(partition, stream_id, None)
             self.announcer.forget(stream_id)
+            if not self.announcer.transactional:  # transactional: at checkpoint
+                send_all(self.emitter, [self.views.tombstone(stream_id)])
             self.metrics.applied(partition, stream_id, decision)
             return
-        if record is None:
-            record = Record.new(state)
+        if state.deleted_ms is not None:  # just deleted (or a wake of a deleted one)
+            if self.replays is not None:
+                self.replays.delete(stream_id)
+            announcer.forget(stream_id)
+        if record is None or (record.state is not state and record.state.deleted_ms is not None):
+            record = Record.new(state)  # created, or created again after a delete
         else:
             record.state = state
         out: list[Message] = []
@@ -232,8 +247,8 @@ class Inputs:
             for task in tasks:
                 out.append((topic, key, encode_task(task), None, None))
             stats["tasks"] += len(tasks)
-        announcer = self.announcer
         if decision.bypasses:
+            record.bypasses += len(decision.bypasses)
             for bypass in decision.bypasses:
                 announcer.bypass(record, bypass, out)
             if self.replays is not None:
@@ -245,6 +260,9 @@ class Inputs:
                 send_all(self.emitter, out)
             records.save(stream_id, record, None)
         else:
+            view = self.views.message(record, now_ms)
+            if view is not None:
+                out.append(view)
             encoded = record.encode()
             if out:
                 send_all(self.emitter, out)
@@ -272,6 +290,13 @@ class Inputs:
             if replay_ms is not None and (wake is None or replay_ms < wake):
                 wake = replay_ms
         self.index.set(partition, stream_id, wake)
+        state = record.state
+        if (
+            state.deleted_ms is not None
+            or state.finished_ms is not None
+            or (replays is not None and replays.oldest_bypass_ms(stream_id) is not None)
+        ):
+            self.scavenger.note(partition, stream_id, state)
 
     def failed(self, stream_id: str, exc: BaseException) -> None:
         """An event of the stream raised: put its record back and count it (no other stream
@@ -323,6 +348,8 @@ class Inputs:
     ) -> None:
         if record is None:
             raise InvalidInput("stream_id", "unknown stream")
+        if record.state.deleted_ms is not None:
+            raise InvalidInput("stream_id", ended_reason(record.state))
         if self.replays is None:
             raise InvalidInput("type", "replay is not enabled on this coordinator")
         rejected = self.replays.request(record.state, replay, now_ms)

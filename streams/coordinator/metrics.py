@@ -128,6 +128,8 @@ class CoordinatorMetrics:
         self.requeues = 0
         self.timeouts = 0
         self.bypasses = 0
+        self.expired = 0  # listed windows unlisted by bypass retention
+        self.collected = 0  # finished or deleted streams whose state was collected
         self.tasks = 0
         self.commits = 0
         self.stream_errors = 0
@@ -153,6 +155,13 @@ class CoordinatorMetrics:
 
     def stream_error(self) -> None:
         self.stream_errors += 1
+
+    def bypasses_expired(self, count: int) -> None:
+        """Listed windows tombstoned on `bypassed` by retention (no longer replayable)."""
+        self.expired += count
+
+    def collected_stream(self) -> None:
+        self.collected += 1
 
     def replayed(self, tasks: int, commits: int) -> None:
         """Tasks and commits sent by the replay lane."""
@@ -197,6 +206,9 @@ class CoordinatorMetrics:
                     at_ms = dispatched.get(window.start_ms)
                     if at_ms is not None:
                         observe(max(0, at_ms - window.due_ms) / 1000)
+        if state.finished_ms is not None or state.deleted_ms is not None:
+            self.forget(stream_id)  # ended: no progress lag to report
+            return
         windows = state.windows
         in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
         self._track(partition, stream_id, state.downstream_ms, in_flight)
@@ -229,6 +241,8 @@ class CoordinatorMetrics:
 
     def track(self, partition: int, state: StreamState) -> None:
         """Remember the stream's progress and windows in flight (on every save and rebuild)."""
+        if state.finished_ms is not None or state.deleted_ms is not None:
+            return
         windows = state.windows
         in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
         self._track(partition, state.config.stream_id, state.downstream_ms, in_flight)
@@ -300,6 +314,16 @@ class EventCollector:
             ("tidemark_requeues", "Failures scheduled for a retry.", m.requeues),
             ("tidemark_timeouts", "Attempts whose deadline passed.", m.timeouts),
             ("tidemark_bypasses", "Windows given up (bypassed).", m.bypasses),
+            (
+                "tidemark_bypasses_expired",
+                "Bypassed windows unlisted after bypass_retention_ms (no longer replayable).",
+                m.expired,
+            ),
+            (
+                "tidemark_streams_collected",
+                "Finished or deleted streams whose state was collected after gc_grace_ms.",
+                m.collected,
+            ),
             ("tidemark_tasks_dispatched", "Tasks sent to workers.", m.tasks),
             ("tidemark_commits", "Commits sent, re-announced too.", m.commits),
             (

@@ -25,12 +25,15 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
-from streams.coordinator.announcer import Announcer
+from streams.coordinator.announcer import Announcer, send_all
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.record import Record
 from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
+from streams.coordinator.scavenger import Scavenger
+from streams.coordinator.views import Views
 from streams.core import advance, next_due_ms
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
@@ -56,6 +59,8 @@ class Ownership:
         index: DueIndex,
         replays: ReplayLane | None,
         metrics: CoordinatorMetrics,
+        views: Views,
+        scavenger: Scavenger,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
     ) -> None:
@@ -66,6 +71,8 @@ class Ownership:
         self.index = index
         self.replays = replays
         self.metrics = metrics
+        self.views = views
+        self.scavenger = scavenger
         self.assigned: set[int] = set()
         self.unbuilt: set[int] = set()
         self._tick_sent: dict[int, int] = {}  # monotonic ms
@@ -103,11 +110,13 @@ class Ownership:
             self.catching_up.pop(p, None)
             self._held.pop(p, None)
             self.index.drop(p)
+            self.scavenger.drop(p)
             self.metrics.drop_partition(p)
         if revoked:
             owned = self.owned_by(revoked)
             self.records.forget(owned)
             self.announcer.forget_where(owned)
+            self.views.forget_where(owned)
             if self.replays is not None:
                 self.replays.forget(owned)
 
@@ -116,6 +125,7 @@ class Ownership:
         self._epoch += 1
         for p in self.assigned:
             self.index.drop(p)
+            self.scavenger.drop(p)
         self.unbuilt = set(self.assigned)
         self._tick_sent.clear()
         self._held.clear()  # the rebuild indexes every stream again
@@ -163,6 +173,9 @@ class Ownership:
             if sent is not None and mono_ms - sent < TICK_RESEND_MS:
                 continue  # one tick in flight per partition is enough
             wake = self.index.next_wake_ms(p)
+            scavenge_ms = self.scavenger.next_wake_ms(p)
+            if scavenge_ms is not None and (wake is None or scavenge_ms < wake):
+                wake = scavenge_ms
             if p in self.unbuilt or (wake is not None and wake <= now_ms):
                 self._tick_sent[p] = mono_ms
                 due.append(p)
@@ -192,6 +205,35 @@ class Ownership:
                 self._failed(partition, stream_id, exc, now_ms)
             except Exception as exc:
                 self._failed(partition, stream_id, exc, now_ms)
+        self._scavenge(partition, now_ms)
+
+    def _scavenge(self, partition: int, now_ms: int) -> None:
+        """One slice of the scavenger's due work (`streams.coordinator.scavenger`): bypassed
+        windows past retention unlisted, ended streams past gc_grace_ms collected."""
+        scavenger = self.scavenger
+        for stream_id in scavenger.due(partition, now_ms):
+            try:
+                record = self.inputs.load(stream_id)
+                if record is None:
+                    continue
+                state = record.state
+                if self.replays is not None:
+                    self.replays.expire(state, now_ms)
+                collect_at_ms = state.collect_at_ms()
+                if collect_at_ms is not None and collect_at_ms <= now_ms:
+                    decision = advance(state, now_ms)  # the core collects it: Decision(None)
+                    self.inputs.apply(partition, stream_id, record, decision, now_ms)
+                    if decision.state is None:
+                        self.metrics.collected_stream()
+                        continue
+                scavenger.note(partition, stream_id, state)
+            except TidemarkError as exc:
+                if not isinstance(exc, InvalidInput):
+                    raise
+                log.error("scavenging %r skipped: %s", stream_id, exc)
+            except Exception as exc:
+                self.inputs.failed(stream_id, exc)
+                scavenger.index.set(partition, stream_id, now_ms + RETRY_AFTER_ERROR_MS)
 
     def _tick_stream(self, partition: int, stream_id: str, now_ms: int, expire: bool) -> None:
         try:
@@ -200,14 +242,18 @@ class Ownership:
             log.error("tick for %r skipped: %s", stream_id, exc)
             return
         if record is None:
+            tombstone = self.views.take_tombstone(stream_id)
+            if tombstone is not None:  # at-least-once: a tombstone was not delivered
+                send_all(self.inputs.emitter, [tombstone])
             return
         if self.announcer.take_resend(stream_id):  # a delivery failed: announce again
             self.announcer.reannounce(record, now_ms)
         if self.replays is not None:
             self.replays.advance(record.state, now_ms)
         state = record.state
-        self.inputs.apply(partition, stream_id, record, advance(state, now_ms, expire), now_ms)
-        if not expire:
+        decision = advance(state, now_ms, expire)
+        self.inputs.apply(partition, stream_id, record, decision, now_ms)
+        if not expire and decision.state is not None:
             wake = next_due_ms(state)
             if wake is not None and wake <= now_ms:  # a passed deadline: held until caught up
                 self.index.set(partition, stream_id, next_due_ms(state, deadlines=False))
@@ -235,6 +281,7 @@ class Ownership:
         owned = self.owned_by(partitions)
         transactional = self.announcer.transactional
         count = 0
+        pending_scan: list[tuple[int, str, Record]] = []
         for stream_id, record in self.records.scan(owned):
             if record is None:
                 continue  # unreadable: logged, left alone
@@ -248,6 +295,10 @@ class Ownership:
             self.metrics.track(p, record.state)
             if self.announcer.reannounce(record, now_ms):
                 self.records.save(stream_id, record, self.records.encode(record))
+            if not transactional:  # what a crash may have left unsent
+                view = self.views.message(record, now_ms, force=True)
+                if view is not None:
+                    send_all(self.inputs.emitter, [view])
             wake = next_due_ms(record.state)
             if record.state.unannounced:
                 if transactional:
@@ -255,9 +306,15 @@ class Ownership:
                 else:
                     wake = now_ms if wake is None else min(wake, now_ms)
             self.index.set(p, stream_id, wake)
+            pending_scan.append((p, stream_id, record))
         if self.replays is not None:
             for stream_id in self.replays.rebuild(owned):
                 # its first tick re-indexes it fully
                 self.index.set(self.partition(stream_id), stream_id, now_ms)
+        for p, stream_id, record in pending_scan:  # after the rebuild: it knows the bypasses
+            if record.state.ended or (
+                self.replays is not None and self.replays.oldest_bypass_ms(stream_id) is not None
+            ):
+                self.scavenger.note(p, stream_id, record.state)
         self.unbuilt -= partitions
         log.info("indexed %d streams of partitions %s", count, sorted(partitions))

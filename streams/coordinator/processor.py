@@ -29,7 +29,9 @@ from streams.coordinator.ownership import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS, 
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
+from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.topics import Topics
+from streams.coordinator.views import Views
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 
@@ -104,6 +106,10 @@ class Processor:
             transactional,
             wake=lambda stream_id: self._ownership.wake(stream_id),
         )
+        self._views = Views(
+            topics, transactional, wake=lambda stream_id: self._ownership.wake(stream_id)
+        )
+        self._scavenger = Scavenger(self.replays)
         self._inputs = Inputs(
             topics,
             partitions,
@@ -114,6 +120,8 @@ class Processor:
             self.replays,
             self.stats,
             self._metrics,
+            self._views,
+            self._scavenger,
         )
         self._ownership = Ownership(
             partitions,
@@ -123,6 +131,8 @@ class Processor:
             self.index,
             self.replays,
             self._metrics,
+            self._views,
+            self._scavenger,
             monotonic_ms,
             catch_up_max_ms,
         )
@@ -202,9 +212,16 @@ class Processor:
 
     # -- the transactional engine's hooks ------------------------------------------------
 
+    @property
+    def dirty(self) -> bool:
+        """Whether the next checkpoint has state to write (a tick can change a stream without
+        any output: a collection, a requeue), so that the engine commits for it."""
+        return self._records.dirty()
+
     def checkpoint(self, now_ms: int) -> None:
         """Called right before the engine commits a transaction: flush every stream's waiting
-        windows in one commit, and write every changed record to the store.
+        windows in one commit, publish the view of every changed stream, and write every
+        changed record to the store.
 
         At-least-once (Faust) everything is already written and sent: nothing to do.
         """
@@ -227,6 +244,13 @@ class Processor:
             except Exception as exc:
                 del out[built:]  # nothing of a stream that failed goes out
                 self._inputs.failed(stream_id, exc)
+        for stream_id, changed in records.changed():
+            if changed is None:
+                out.append(self._views.tombstone(stream_id))
+                continue
+            view = self._views.message(changed, now_ms)
+            if view is not None:
+                out.append(view)
         send_all(self.emitter, out)
         for stream_id in records.checkpoint():
             self.stats["stream_errors"] += 1
@@ -238,6 +262,7 @@ class Processor:
         everything derived in memory; every owned partition is rebuilt before it is used."""
         self._records.reset()
         self._announcer.reset()
+        self._views.reset()
         if self.replays is not None:
             self.replays.reset()
         self.index.clear()

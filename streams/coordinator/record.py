@@ -34,6 +34,13 @@ class Record:
     outbox: list[CommittedWindow] = field(default_factory=list)
     # Bypass records (wire dicts) sent to `bypassed` whose delivery is not confirmed yet.
     pending_bypasses: list[dict[str, Any]] = field(default_factory=list)
+    # For the stream's view (streams.core.view): windows bypassed since its creation, and when
+    # `downstream_ms` was last announced (None: never).
+    bypasses: int = 0
+    committed_ms: int | None = None
+    # The key (`StreamView.key`) of the view last published from this record, in memory only:
+    # a view goes out when it differs (streams.coordinator.views).
+    published: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
     # The config's JSON, keyed by the config object it encodes: a config changes only on an
     # upsert, so most encodes reuse it.
     _config_json: tuple[StreamConfig, orjson.Fragment] | None = field(
@@ -91,7 +98,8 @@ class Record:
             tuple(self.outbox),
         )
 
-    def encode(self) -> bytes:
+    def config_json(self) -> orjson.Fragment:
+        """The config's JSON, encoded again only when the config changed."""
         config = self.state.config
         cached = self._config_json
         if cached is None or cached[0] is not config:
@@ -99,7 +107,10 @@ class Record:
                 config,
                 orjson.Fragment(orjson.dumps(config_to_dict(config))),
             )
-        doc: dict[str, Any] = {"s": state_to_dict(self.state, cached[1])}
+        return cached[1]
+
+    def encode(self) -> bytes:
+        doc: dict[str, Any] = {"s": state_to_dict(self.state, self.config_json())}
         if self.outbox:
             doc["o"] = [
                 self.outbox_previous_ms,
@@ -107,6 +118,10 @@ class Record:
             ]
         if self.pending_bypasses:
             doc["b"] = self.pending_bypasses
+        if self.bypasses:
+            doc["n"] = self.bypasses
+        if self.committed_ms is not None:
+            doc["c"] = self.committed_ms
         return orjson.dumps(doc)
 
     @classmethod
@@ -119,4 +134,18 @@ class Record:
             previous,
             [CommittedWindow(s, e, r, a) for s, e, r, a in windows],
             doc.get("b", []),
+            _count(doc.get("n", 0)),
+            _time(doc.get("c")),
         )
+
+
+def _count(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"bypass count {value!r} is not a count")
+    return value
+
+
+def _time(value: Any) -> int | None:
+    if value is not None and (type(value) is not int or value < 0):
+        raise ValueError(f"committed_ms {value!r} is not a time")
+    return value

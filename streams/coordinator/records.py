@@ -144,6 +144,29 @@ class Records:
         pending.clear()
         return failed
 
+    def dirty(self) -> bool:
+        """Transactional: whether a change waits for the next checkpoint."""
+        return bool(self._stale or self._pending)
+
+    def changed(self) -> Iterator[tuple[str, Record | None]]:
+        """Transactional: every stream changed since the last checkpoint, with its record as
+        the checkpoint will write it (None: deleted); unreadable ones are left out."""
+        stale, pending = self._stale, self._pending
+        yield from stale.items()
+        for stream_id, raw in pending.items():
+            if stream_id in stale:
+                continue
+            if raw is None:
+                yield stream_id, None
+                continue
+            record = self._live.get(stream_id)
+            if record is None:
+                try:
+                    record = self.decode(stream_id, raw)
+                except InvalidInput:
+                    continue
+            yield stream_id, record
+
     def scan(self, owned: Callable[[str], bool]) -> Iterator[tuple[str, Record | None]]:
         """Every stored stream that `owned` accepts with its record, read afresh from the store
         (None if unreadable); changes not yet written are seen as they will be written."""

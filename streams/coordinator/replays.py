@@ -33,6 +33,7 @@ from streams.core import (
     StreamState,
 )
 from streams.core import replay as lane
+from streams.core.retention import expire_bypasses, oldest_bypass_ms
 from streams.errors import InvalidInput
 from streams.wire import bypassed_key, encode_bypassed, encode_commit, encode_task
 
@@ -62,6 +63,9 @@ class ReplayLane:
         # are still unconfirmed (0: both delivered); streams with a failed delivery.
         self._unconfirmed: dict[tuple[str, int], int] = {}
         self._resend: set[str] = set()
+        # When each owned stream's oldest listed window (not being replayed) was bypassed: what
+        # the scavenger needs to know when its retention ends, without reading the table.
+        self._oldest: dict[str, int] = {}
 
     def busy(self, stream_id: str) -> bool:
         return stream_id in self._busy
@@ -72,11 +76,36 @@ class ReplayLane:
         state = self._load(stream_id)
         return None if state is None else lane.next_due_ms(state)
 
+    def oldest_bypass_ms(self, stream_id: str) -> int | None:
+        return self._oldest.get(stream_id)
+
     def note_bypasses(self, stream_id: str, bypasses: Iterable[BypassRecord]) -> None:
         state = self._load(stream_id) or ReplayState(stream_id)
         for record in bypasses:
-            lane.note_bypass(state, record)
+            for start_ms in lane.note_bypass(state, record):  # beyond MAX_LISTED: unlisted
+                self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, start_ms), None)
         self._save(state)
+
+    def expire(self, live: StreamState, now_ms: int) -> int:
+        """Unlist the stream's windows past `bypass_retention_ms` (tombstones on `bypassed`);
+        return how many."""
+        stream_id = live.config.stream_id
+        oldest = self._oldest.get(stream_id)
+        retention_ms = live.config.bypass_retention_ms
+        if oldest is None or oldest + retention_ms > now_ms:
+            return 0
+        state = self._load(stream_id)
+        if state is None:
+            self._oldest.pop(stream_id, None)
+            return 0
+        expired = expire_bypasses(state, retention_ms, now_ms)
+        for start_ms in expired:
+            self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, start_ms), None)
+        self._save(state)
+        if self.metrics is not None and expired:
+            self.metrics.bypasses_expired(len(expired))
+        self.stats["bypasses_expired"] += len(expired)
+        return len(expired)
 
     def request(self, live: StreamState, replay: Replay, now_ms: int) -> str | None:
         """Start a replay; return a rejection reason, or None."""
@@ -120,6 +149,7 @@ class ReplayLane:
     def delete(self, stream_id: str) -> None:
         """Forget a deleted stream's bypassed windows, on `bypassed` too (tombstones)."""
         self._busy.discard(stream_id)
+        self._oldest.pop(stream_id, None)
         state = self._load(stream_id)
         if state is None:
             return
@@ -128,14 +158,18 @@ class ReplayLane:
         self.store.delete(stream_id)
 
     def rebuild(self, owned: Callable[[str], bool]) -> list[str]:
-        """Find busy replays of newly owned streams (an outbox left is announced again at the
-        stream's first tick, which nothing watches yet); return their ids."""
+        """Find busy replays of newly owned streams (their ids are returned) and when each
+        one's oldest window was bypassed (an outbox left is announced again at the stream's
+        first tick, which nothing watches yet)."""
         found = []
         for stream_id, raw in self.store.items():
             if not owned(stream_id):
                 continue
             state = self._decode(stream_id, raw)
-            if state is not None and state.busy:
+            if state is None:
+                continue
+            self._note_oldest(state)
+            if state.busy:
                 self._busy.add(stream_id)
                 found.append(stream_id)
         return found
@@ -144,12 +178,14 @@ class ReplayLane:
         self._busy = {s for s in self._busy if not owned(s)}
         self._unconfirmed = {k: n for k, n in self._unconfirmed.items() if not owned(k[0])}
         self._resend = {s for s in self._resend if not owned(s)}
+        self._oldest = {s: at for s, at in self._oldest.items() if not owned(s)}
 
     def reset(self) -> None:
         """Forget what is in memory; `rebuild` finds it again from the store."""
         self._busy = set()
         self._unconfirmed = {}
         self._resend = set()
+        self._oldest = {}
 
     def _emit(
         self, state: ReplayState, live: StreamState, decision: ReplayDecision, now_ms: int
@@ -236,10 +272,18 @@ class ReplayLane:
             self._busy.add(state.stream_id)
         else:
             self._busy.discard(state.stream_id)
+        self._note_oldest(state)
         if state.listed or state.announcing:
             self.store.set(state.stream_id, orjson.dumps(lane.replay_to_dict(state)))
         elif self.store.get(state.stream_id) is not None:
             self.store.delete(state.stream_id)
+
+    def _note_oldest(self, state: ReplayState) -> None:
+        oldest = oldest_bypass_ms(state)
+        if oldest is None:
+            self._oldest.pop(state.stream_id, None)
+        else:
+            self._oldest[state.stream_id] = oldest
 
     def _load(self, stream_id: str) -> ReplayState | None:
         raw = self.store.get(stream_id)

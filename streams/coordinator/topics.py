@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from streams.kafka.admin import TopicSpec
 
 COMPACTED = {"cleanup.policy": "compact"}
-KEEP_FOREVER = {"retention.ms": "-1"}
+# `control` is input only: every reader takes configs from the compacted `streams` views, so
+# control keeps a week of requests (time for a coordinator that was down to read them), no more.
+CONTROL_RETENTION_MS = 7 * 86_400_000
+CONTROL_RETENTION = {"retention.ms": str(CONTROL_RETENTION_MS)}
 MAX_STATE_BYTES = 8 * 1024 * 1024
 
 
@@ -38,6 +41,11 @@ class Topics:
     @property
     def bypassed(self) -> str:
         return f"{self.prefix}.bypassed"
+
+    @property
+    def streams(self) -> str:
+        """Compacted: every stream's current view (streams.core.view), a tombstone once deleted."""
+        return f"{self.prefix}.streams"
 
     @property
     def rejected(self) -> str:
@@ -78,10 +86,12 @@ class Topics:
         """
         same = [self.results, self.ticks, self.tasks, self.commits, self.rejected]
         specs = [TopicSpec(name, partitions, replication) for name in same]
-        # Control is kept for good (it is tiny): it holds every stream's config, which the CLI
-        # and the status page read back; compaction would drop an upsert behind a later pause.
-        specs.insert(0, TopicSpec(self.control, partitions, replication, KEEP_FOREVER))
+        # Control holds requests, not configs (those come back from `streams`): a week of them.
+        # Not compacted: that would drop an upsert behind a later pause of the same stream
+        # before a coordinator that was down has read it.
+        specs.insert(0, TopicSpec(self.control, partitions, replication, CONTROL_RETENTION))
         specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
+        specs.append(TopicSpec(self.streams, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.replays_changelog, partitions, replication, COMPACTED))
         # A stream's state can outgrow Kafka's default 1 MiB at the bounds streams.core allows

@@ -22,7 +22,7 @@ def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
     `config_doc`, when given, stands for `config_to_dict(state.config)`: a caller that encodes
     the same config again and again passes it pre-encoded (the config rarely changes).
     """
-    return {
+    d: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "config": config_to_dict(state.config) if config_doc is None else config_doc,
         "downstream_ms": state.downstream_ms,
@@ -33,6 +33,11 @@ def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
         "unannounced": list(map(_committed_to_list, state.unannounced)),
         "incarnation": state.incarnation,
     }
+    if state.finished_ms is not None:
+        d["finished_ms"] = state.finished_ms
+    if state.deleted_ms is not None:
+        d["deleted_ms"] = state.deleted_ms
+    return d
 
 
 def state_from_dict(d: Any) -> StreamState:
@@ -55,6 +60,8 @@ def state_from_dict(d: Any) -> StreamState:
             unannounced=[_committed_from_list("unannounced", c) for c in d["unannounced"]],
             # absent in states stored before incarnations: 0
             incarnation=check_int("incarnation", d.get("incarnation", 0), 0),
+            finished_ms=_int_or(d.get("finished_ms"), None, "finished_ms"),
+            deleted_ms=_int_or(d.get("deleted_ms"), None, "deleted_ms"),
         )
     except KeyError as exc:
         raise InvalidInput(str(exc.args[0]), "is required") from exc

@@ -35,6 +35,11 @@ MAX_NON_RETRYABLE = 100
 MAX_PARAMS_BYTES = 65_536
 MAX_PARAMS_DEPTH = 64
 DEFAULT_RETRY = Fixed(60_000)
+# How long a finished or deleted stream's state is kept (it answers late results with a reason
+# until then), as the seed's scavenger does: 48 hours.
+DEFAULT_GC_GRACE_MS = 48 * 3_600_000
+# How long a bypassed window stays listed (replayable) on `bypassed`: 30 days.
+DEFAULT_BYPASS_RETENTION_MS = 30 * 86_400_000
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -57,6 +62,9 @@ class StreamConfig:
     non_retryable: frozenset[str] = frozenset()
     max_in_flight: int = 1
     params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)
+    end_ms: int | None = None
+    gc_grace_ms: int = DEFAULT_GC_GRACE_MS
+    bypass_retention_ms: int = DEFAULT_BYPASS_RETENTION_MS
 
     def __post_init__(self) -> None:
         stream_id = check_str("stream_id", self.stream_id)
@@ -79,6 +87,14 @@ class StreamConfig:
         if self.max_attempts is not None:
             check_int("max_attempts", self.max_attempts, 1)
         check_int("max_in_flight", self.max_in_flight, 1, MAX_IN_FLIGHT)
+        if self.end_ms is not None:
+            check_int("end_ms", self.end_ms, 0, MAX_TIME_MS)
+            if self.end_ms <= self.start_ms:
+                raise InvalidInput("end_ms", f"must be after start_ms ({self.start_ms})")
+            if self.end_ms % step_ms:
+                raise InvalidInput("end_ms", f"must be a multiple of step_ms ({step_ms})")
+        check_int("gc_grace_ms", self.gc_grace_ms, 1, MAX_DURATION_MS)
+        check_int("bypass_retention_ms", self.bypass_retention_ms, 1, MAX_DURATION_MS)
         object.__setattr__(self, "non_retryable", _kinds(self.non_retryable))
         object.__setattr__(self, "params", _params(self.params))
 
@@ -158,6 +174,9 @@ _PLAIN_FIELDS = (
     "bypass_after_ms",
     "max_attempts",
     "max_in_flight",
+    "end_ms",
+    "gc_grace_ms",
+    "bypass_retention_ms",
 )
 
 
@@ -196,6 +215,9 @@ def config_to_dict(config: StreamConfig) -> dict[str, Any]:
         "non_retryable": sorted(config.non_retryable),
         "max_in_flight": config.max_in_flight,
         "params": dict(config.params),
+        "end_ms": config.end_ms,
+        "gc_grace_ms": config.gc_grace_ms,
+        "bypass_retention_ms": config.bypass_retention_ms,
     }
 
 

@@ -22,6 +22,13 @@
 | anything else           | rejected with a reason: unknown stream, never dispatched, bad fields  |
 | finished prefix         | downstream_ms moves over it; its intervals go to `unannounced` and    |
 |                         | its windows are purged                                                |
+| end_ms (bounded stream) | no window starts at or after it, the last one ends there; once        |
+|                         | downstream_ms reaches it the stream is finished (finished_ms = now)   |
+|                         | until an upsert moves end_ms on                                       |
+| delete                  | deleted_ms = now, nothing more is dispatched or announced; results    |
+|                         | and controls (an upsert re-creates it) are rejected with the reason   |
+| finished or deleted     | collected by `advance` (Decision(None)) once gc_grace_ms has passed;  |
+|   for gc_grace_ms       | a finished stream's results are rejected with the reason until then   |
 | flush                   | one Commit for all unannounced intervals; announced_ms = downstream_ms|
 
 Time is an argument (`now_ms`). Every function updates the state it is given IN PLACE and returns
@@ -63,6 +70,17 @@ UNKNOWN_STREAM = "unknown stream"
 NEVER_DISPATCHED = "window was never dispatched"
 
 
+def ended_reason(state: StreamState) -> str:
+    """Why a finished or deleted stream takes no more input, and until when it is kept."""
+    kept = f"its state is kept until {state.collect_at_ms()} (gc_grace_ms), then forgotten"
+    if state.deleted_ms is not None:
+        return f"{UNKNOWN_STREAM}: deleted at {state.deleted_ms}; {kept}"
+    return (
+        f"stream finished at end_ms {state.config.end_ms} (at {state.finished_ms}); "
+        f"no window is left to answer; {kept}"
+    )
+
+
 def incarnation_of(config: StreamConfig, now_ms: int) -> int:
     """The identity of the stream created by upserting `config` at `now_ms`: 53 bits of a hash
     of both, so the same input always makes the same one (a replayed input decides the same).
@@ -95,7 +113,7 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
         config = control.config
         if not isinstance(config, StreamConfig):
             return Decision(state, rejected="config must be a StreamConfig")
-        if state is None:
+        if state is None or state.deleted_ms is not None:
             origin = config.start_ms - config.start_ms % config.step_ms
             incarnation = incarnation_of(config, now_ms)
             state = StreamState(config, origin, origin, origin, incarnation=incarnation)
@@ -111,8 +129,14 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
         return Decision(None, rejected=UNKNOWN_STREAM)
     if control.stream_id != state.config.stream_id:
         return Decision(state, rejected="stream_id does not match the stream")
+    if state.deleted_ms is not None:
+        return Decision(state, rejected=ended_reason(state))
     if isinstance(control, Delete):
-        return Decision(None)
+        state.deleted_ms = now_ms
+        state.windows = []
+        state.unannounced = []
+        state.paused = False
+        return Decision(state)
     state.paused = isinstance(control, Pause)
     return _decide(state, now_ms)
 
@@ -126,6 +150,8 @@ def apply_result(state: StreamState | None, result: Result, now_ms: int) -> Deci
         return Decision(state, rejected=problem)
     if result.stream_id != state.config.stream_id:
         return Decision(state, rejected="stream_id does not match the stream")
+    if state.ended:
+        return Decision(state, rejected=ended_reason(state))
     incarnation = result.incarnation
     if incarnation is not None and incarnation != state.incarnation:
         return Decision(state, rejected=_other_incarnation(incarnation, state.incarnation))
@@ -174,6 +200,12 @@ def advance(state: StreamState | None, now_ms: int, expire: bool = True) -> Deci
         return Decision(None, rejected=UNKNOWN_STREAM)
     if type(now_ms) is not int:
         return Decision(state, rejected="now_ms must be an integer")
+    collect_at_ms = state.collect_at_ms()
+    if collect_at_ms is not None:
+        if now_ms >= collect_at_ms:
+            return Decision(None)  # collected: the stream is forgotten
+        if state.deleted_ms is not None:
+            return Decision(state)
     if not expire:
         return _decide(state, now_ms)
     timeouts = requeues = 0
@@ -195,6 +227,7 @@ def next_due_ms(state: StreamState, deadlines: bool = True) -> int | None:
     """The earliest `now_ms` at which `advance` would change something, or None if never.
 
     `deadlines=False`: the earliest dispatch alone (what `advance(..., expire=False)` does).
+    A finished or deleted stream has nothing due (its collection is `retention.scavenge_due_ms`).
     """
     earliest: int | None = None
     paused = state.paused
@@ -364,11 +397,21 @@ def _decide(
         if not head.finished:
             break
         del windows[0]
+    last_ms = config.end_ms
     while len(windows) < config.max_in_flight:
         start_ms = state.frontier_ms
         end_ms = start_ms + config.window_ms
+        if last_ms is not None:
+            if start_ms >= last_ms:
+                break
+            end_ms = min(end_ms, last_ms)
         windows.append(Window(start_ms, end_ms, end_ms + config.delay_ms))
         state.frontier_ms = end_ms
+    if last_ms is not None and not windows and state.downstream_ms >= last_ms:
+        if state.finished_ms is None:
+            state.finished_ms = now_ms
+    elif state.finished_ms is not None:
+        state.finished_ms = None  # an upsert moved end_ms on
     if state.paused:
         return Decision(state, (), bypasses, None, None, timeouts, requeues)
     tasks: list[Task] = []

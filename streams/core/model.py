@@ -126,6 +126,9 @@ class StreamState:
     `incarnation`: which creation of the stream this is (`incarnation_of`); its tasks carry it,
     so that a result for the stream before a delete and re-create is told apart. 0: a state
     stored before incarnations existed.
+    `finished_ms`: when `downstream_ms` reached the config's `end_ms` (None: not finished);
+    `deleted_ms`: when it was deleted. Either way the state is kept for `gc_grace_ms`, to
+    answer late results with a reason, then collected (`streams.core.lifecycle.advance`).
     """
 
     config: StreamConfig
@@ -136,6 +139,18 @@ class StreamState:
     windows: list[Window] = field(default_factory=list)
     unannounced: list[CommittedWindow] = field(default_factory=list)
     incarnation: int = 0
+    finished_ms: int | None = None
+    deleted_ms: int | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Finished or deleted: nothing more to dispatch, kept until it is collected."""
+        return self.finished_ms is not None or self.deleted_ms is not None
+
+    def collect_at_ms(self) -> int | None:
+        """When an ended stream's state is collected (None while it runs)."""
+        at_ms = self.deleted_ms if self.deleted_ms is not None else self.finished_ms
+        return None if at_ms is None else at_ms + self.config.gc_grace_ms
 
 
 @fast_init

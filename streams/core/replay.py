@@ -38,7 +38,7 @@ from streams.core.model import (
 from streams.errors import InvalidInput
 
 # A stream that keeps failing lists one window per bypass; the oldest are dropped beyond this
-# (they stay on the compacted `bypassed` topic, but can no longer be replayed by range).
+# (and tombstoned on `bypassed`: they could no longer be replayed).
 MAX_LISTED = 10_000
 
 
@@ -107,8 +107,9 @@ class ReplayDecision:
     timeouts: int = 0
 
 
-def note_bypass(state: ReplayState, record: BypassRecord) -> None:
-    """List a window the live lane just bypassed."""
+def note_bypass(state: ReplayState, record: BypassRecord) -> list[int]:
+    """List a window the live lane just bypassed; return the start_ms of the oldest ones that
+    no longer fit (to be tombstoned on `bypassed`)."""
     state.listed = [w for w in state.listed if w.start_ms != record.start_ms]
     state.listed.append(
         Listed(
@@ -121,7 +122,9 @@ def note_bypass(state: ReplayState, record: BypassRecord) -> None:
         )
     )
     state.listed.sort(key=lambda w: w.start_ms)
+    dropped = [w.start_ms for w in state.listed[:-MAX_LISTED]]
     del state.listed[:-MAX_LISTED]
+    return dropped
 
 
 def request(

@@ -52,6 +52,7 @@ td.empty { color: var(--muted); text-align: center; }
 .badge.catching-up { background: var(--catch-bg); color: var(--catch); }
 .badge.retrying { background: var(--retry-bg); color: var(--retry); }
 .badge.paused { background: var(--pause-bg); color: var(--pause); }
+.badge.finished { background: var(--pause-bg); color: var(--live); }
 .replay { display: flex; gap: 6px; align-items: flex-start; }
 .replay code { white-space: pre-wrap; overflow-wrap: anywhere; }
 code { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bg);
@@ -62,8 +63,8 @@ code { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; background
 
 SCRIPT = """
 "use strict";
-const STATES = ["live", "catching up", "retrying", "paused"];
-const STATE_RANK = {"retrying": 0, "catching up": 1, "paused": 2, "live": 3};
+const STATES = ["live", "catching up", "retrying", "paused", "finished"];
+const STATE_RANK = {"retrying": 0, "catching up": 1, "paused": 2, "live": 3, "finished": 4};
 const SORT_VALUE = {
   stream_id: (s) => s.stream_id,
   downstream_ms: (s) => s.downstream_ms,

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-STATES = ("live", "catching up", "retrying", "paused")
+STATES = ("live", "catching up", "retrying", "paused", "finished")
 RECENT_BYPASSES = 50
 MAX_MESSAGE_CHARS = 2000
 

@@ -107,6 +107,11 @@ class RecordingEmitter:
     def drop_pending(self) -> None:
         self._pending = []
 
+    @property
+    def work(self) -> list[Sent]:
+        """What was sent, the `streams` views left out (tests/coordinator/test_views.py)."""
+        return [s for s in self.sent if not s.topic.endswith(".streams")]
+
     def on(self, topic: str) -> list[Sent]:
         return [s for s in self.sent if s.topic == topic]
 

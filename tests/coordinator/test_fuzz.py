@@ -255,7 +255,7 @@ def run(
             d.emitter.deliver_all()
         outputs += [
             (s.topic, s.key, s.value)
-            for s in d.emitter.sent
+            for s in d.emitter.work
             if s.topic != "tidemark.rejected"
             and (s.key == CLEAN.encode() or s.key.startswith(f"{CLEAN}/".encode()))
         ]

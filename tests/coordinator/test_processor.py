@@ -55,7 +55,7 @@ def test_a_tick_dispatches_the_window_once_it_ends_and_an_ack_commits_it(
 ) -> None:
     d = Driver(transactional=transactional)
     d.upsert(SID, at(10, 0, 30))
-    assert d.emitter.sent == [] and SID in d.store.data
+    assert d.emitter.work == [] and SID in d.store.data
     p = d.partition(SID)
     assert d.tick(at(10, 5)) == []  # the partition is not owned yet
 
@@ -63,10 +63,10 @@ def test_a_tick_dispatches_the_window_once_it_ends_and_an_ack_commits_it(
     assert d.tick(at(10, 0, 30)) == [p]  # the first tick builds the index
     assert d.tick(at(10, 0, 59, 999)) == []  # nothing is due before 10:01
     d.processor.on_tick(p, at(10, 0, 59, 999))  # even a forced tick does not dispatch early
-    assert d.emitter.sent == []
+    assert d.emitter.work == []
 
     assert d.tick(at(10, 1)) == [p]
-    (task,) = d.emitter.sent
+    (task,) = d.emitter.work
     assert task.topic == "tidemark.tasks" and task.key == b"cluster-a"
     value = task.json()
     assert isinstance(value.pop("incarnation"), int)
@@ -84,7 +84,7 @@ def test_a_tick_dispatches_the_window_once_it_ends_and_an_ack_commits_it(
     d.emitter.clear()
 
     d.result(ack(task.json(), at(10, 1)), at(10, 1))
-    (commit,) = d.emitter.sent
+    (commit,) = d.emitter.work
     assert commit.topic == "tidemark.commits" and commit.key == b"cluster-a"
     assert commit.json() == {
         "stream_id": SID,
@@ -113,7 +113,7 @@ def test_b_a_window_nacked_every_attempt_is_bypassed_and_the_next_one_follows(
     d, task = started(transactional=transactional)
 
     d.result(nack(task), at(10, 1, 5))
-    assert d.emitter.sent == [] and d.processor.stats["requeues"] == 1
+    assert d.emitter.work == [] and d.processor.stats["requeues"] == 1
     for minute in range(2, 7):  # fixed 60 s retries at 10:02:05 ... 10:06:05
         assert d.tick(at(10, minute, 4)) == []
         d.tick(at(10, minute, 5))
@@ -123,7 +123,7 @@ def test_b_a_window_nacked_every_attempt_is_bypassed_and_the_next_one_follows(
         d.emitter.clear()
         d.result(nack(retry), at(10, minute, 5))
         if minute < 6:
-            assert d.emitter.sent == []
+            assert d.emitter.work == []
 
     (bypassed,) = d.bypassed()
     assert bypassed.key == f"cluster-a/{T0}".encode()
@@ -161,7 +161,7 @@ def test_c_a_core_metric_nack_requeues_the_same_window_without_a_commit(
     d, task = started(transactional=transactional)
 
     d.result(nack(task, "core_metric"), at(10, 1, 5))
-    assert d.emitter.sent == []
+    assert d.emitter.work == []
     assert d.tick(at(10, 2, 4)) == []
     d.tick(at(10, 2, 5))
 
@@ -181,7 +181,7 @@ def test_a_missed_deadline_requeues_the_window_through_ticks(transactional: bool
 
     assert d.tick(at(10, 1, 59, 999)) == []
     d.tick(at(10, 2))
-    assert d.processor.stats["timeouts"] == 1 and d.emitter.sent == []  # retry due at 10:03
+    assert d.processor.stats["timeouts"] == 1 and d.emitter.work == []  # retry due at 10:03
 
     assert d.tick(at(10, 2, 59, 999)) == []
     d.tick(at(10, 3))
@@ -271,7 +271,7 @@ def test_a_revoked_partition_leaves_the_index_and_is_not_ticked(transactional: b
     assert d.processor.index.next_wake_ms(p) is None and len(d.processor.index) == 0
     assert d.tick(at(10, 5)) == []
     d.processor.on_tick(p, at(10, 5))  # a late tick for the old partition
-    assert d.emitter.sent == []
+    assert d.emitter.work == []
 
     d.assign(SID)  # owned again: rebuilt from the table
     assert d.tick(at(10, 5)) == [p]
@@ -536,7 +536,7 @@ def test_invalid_input_is_rejected_with_its_reason_and_changes_nothing(
     offset = d.next_offset(f"tidemark.{topic}")
     d.send(f"tidemark.{topic}", value, at(10, 1, 5), key=key, partition=partition)
 
-    (sent,) = d.emitter.sent
+    (sent,) = d.emitter.work
     assert sent.topic == "tidemark.rejected" and sent.key == (key or b"")
     rejected = RejectedMessage.model_validate_json(sent.value)
     if reason.endswith("(Invalid JSON: "):  # the parser's own words follow
@@ -576,18 +576,27 @@ def test_a_rejected_record_holds_the_raw_value_cut_to_4_kib(transactional: bool)
 
 
 @BOTH_ENGINES
-def test_a_result_for_a_deleted_stream_is_rejected_and_its_state_is_gone(
+def test_a_result_for_a_deleted_stream_is_rejected_with_the_reason_until_it_is_collected(
     transactional: bool,
 ) -> None:
-    d, task = started(transactional=transactional)
+    d, task = started(transactional=transactional, gc_grace_ms=10_000)
     d.control({"type": "delete", "stream_id": SID}, at(10, 1, 5))
-    assert d.store.data == {} and len(d.processor.index) == 0
-    assert d.emitter.sent == []
+    assert json.loads(d.store.data[SID])["s"]["deleted_ms"] == at(10, 1, 5)
+    assert d.processor.index.next_wake_ms(d.partition(SID)) is None  # nothing to dispatch
+    assert d.processor.partitions_to_tick(at(10, 1, 14)) == []
+    assert d.emitter.work == []
 
     d.result(ack(task), at(10, 1, 6))
     (rejected,) = d.rejected()
-    assert rejected["reason"] == "unknown stream"
-    assert d.store.data == {}
+    assert rejected["reason"] == (
+        f"unknown stream: deleted at {at(10, 1, 5)}; its state is kept until {at(10, 1, 15)} "
+        "(gc_grace_ms), then forgotten"
+    )
+    d.tick(at(10, 1, 15))  # the scavenger collects it
+    assert d.store.data == {} and len(d.processor.index) == 0
+    assert d.processor.metrics.collected == 1
+    d.result(ack(task), at(10, 1, 16))
+    assert d.rejected()[-1]["reason"] == "unknown stream"
     assert d.tick(at(11, 0)) == []
 
 
@@ -599,12 +608,12 @@ def test_a_duplicate_ack_is_counted_and_changes_nothing(transactional: bool) -> 
     d, task = started(transactional=transactional)
     d.result(ack(task), at(10, 1, 5))
     assert len(d.commits()) == 1
-    before, sent = d.store.snapshot(), len(d.emitter.sent)
+    before, sent = d.store.snapshot(), len(d.emitter.work)
 
     d.result(ack(task), at(10, 1, 6))  # the same event again, as after a crash
     d.result(ack(task, T0 + 15_000), at(10, 1, 7))  # a partial ack of a finished window
     assert d.processor.stats["duplicate"] == 2
-    assert d.store.snapshot() == before and len(d.emitter.sent) == sent
+    assert d.store.snapshot() == before and len(d.emitter.work) == sent
 
 
 @BOTH_ENGINES
@@ -617,7 +626,7 @@ def test_stale_results_of_an_earlier_attempt_are_counted_and_change_nothing(
 
     d.result(nack(task), at(10, 1, 6))  # replayed nack: the attempt is no longer in flight
     d.result(heartbeat(task), at(10, 1, 7))
-    assert d.processor.stats["stale"] == 2 and d.emitter.sent == []
+    assert d.processor.stats["stale"] == 2 and d.emitter.work == []
     assert d.store.snapshot() == before
 
     d.tick(at(10, 2, 5))
@@ -642,7 +651,7 @@ def test_a_replayed_bypassing_nack_bypasses_and_commits_only_once(transactional:
     again.result(nack(task), at(10, 1, 8))
 
     assert len(d.bypassed()) == 1 and len(d.commits()) == 1
-    assert again.emitter.sent == [] and again.processor.stats["duplicate"] == 1
+    assert again.emitter.work == [] and again.processor.stats["duplicate"] == 1
     assert d.store.snapshot() == before
 
 
@@ -655,10 +664,10 @@ def test_a_replayed_ack_after_a_restart_commits_nothing_new(transactional: bool)
     again = d.restart()
     again.assign(SID)
     again.tick(at(10, 2, 1))
-    assert again.emitter.sent == []
+    assert again.emitter.work == []
 
     again.result(ack(task), at(10, 2, 2))
-    assert again.emitter.sent == [] and again.processor.stats["duplicate"] == 1
+    assert again.emitter.work == [] and again.processor.stats["duplicate"] == 1
 
 
 # -- the outbox across a crash --------------------------------------------------------------------
@@ -671,10 +680,10 @@ def test_an_unconfirmed_commit_is_announced_again_after_a_restart() -> None:
 
     again = d.restart()  # the producer never confirmed the commit
     again.assign(SID)
-    assert again.emitter.sent == []
+    assert again.emitter.work == []
     again.tick(at(10, 1, 10))
 
-    (sent,) = again.emitter.sent
+    (sent,) = again.emitter.work
     assert sent.topic == "tidemark.commits" and sent.key == b"cluster-a"
     assert sent.json() == {**commit, "committed_ms": at(10, 1, 10)}
     assert again.processor.stats["reannounced"] == 1
@@ -702,13 +711,15 @@ def test_nothing_is_announced_again_once_delivery_was_confirmed_and_saved() -> N
     d, task = started(max_attempts=1)
     d.result(nack(task), at(10, 1, 5))
     assert len(d.bypassed()) == 1 and len(d.commits()) == 1
-    assert d.emitter.deliver_all() == 2
+    # the commit, the bypass record, and four views: created, again by the rebuild on its
+    # assignment, dispatched, bypassed
+    assert d.emitter.deliver_all() == 2 + 4
     d.tick(at(10, 2))  # the next event of the stream saves the confirmation
 
     again = d.restart()
     again.assign(SID)
     again.tick(at(10, 2, 1))
-    assert again.emitter.sent == []
+    assert again.emitter.work == []
     assert again.processor.stats["reannounced"] == 0
 
 
@@ -1042,4 +1053,4 @@ def test_deleting_a_stream_unlists_its_bypassed_windows(transactional: bool) -> 
     d.control({"type": "delete", "stream_id": SID}, at(10, 2))
     (tombstone,) = d.bypassed()
     assert (tombstone.key, tombstone.value) == (f"{SID}/{T0}".encode(), None)
-    assert d.store.data == {} and d.replay_store.data == {}
+    assert d.replay_store.data == {} and "deleted_ms" in json.loads(d.store.data[SID])["s"]

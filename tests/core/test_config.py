@@ -33,6 +33,9 @@ def test_defaults_follow_the_issue_table() -> None:
     assert config.non_retryable == frozenset()
     assert config.max_in_flight == 1
     assert dict(config.params) == {}
+    assert config.end_ms is None  # unbounded
+    assert config.gc_grace_ms == 48 * 3_600_000
+    assert config.bypass_retention_ms == 30 * 86_400_000
 
 
 def test_config_is_frozen_hashable_and_params_are_a_read_only_copy() -> None:
@@ -75,6 +78,12 @@ def test_non_retryable_accepts_any_collection_of_kinds() -> None:
         ({"params": [1, 2]}, "params"),
         ({"params": {1: "a"}}, "params"),
         ({"retry": "fixed"}, "retry"),
+        ({"end_ms": 0}, "end_ms"),
+        ({"end_ms": 20_000}, "end_ms"),
+        ({"end_ms": "60000"}, "end_ms"),
+        ({"end_ms": 253_402_300_800_000}, "end_ms"),
+        ({"gc_grace_ms": 0}, "gc_grace_ms"),
+        ({"bypass_retention_ms": -1}, "bypass_retention_ms"),
     ],
 )
 def test_invalid_config_is_rejected_naming_the_field(overrides: dict[str, Any], field: str) -> None:
@@ -171,6 +180,9 @@ def test_config_to_dict_is_the_json_compatible_inverse(retry: Any) -> None:
     } | {
         "retry": {**WIRE["retry"], "multiplier": 2.0, "jitter": 0.0},
         "non_retryable": ["auth", "bad_query"],
+        "end_ms": None,
+        "gc_grace_ms": 48 * 3_600_000,
+        "bypass_retention_ms": 30 * 86_400_000,
     }
 
 
@@ -220,7 +232,14 @@ def test_config_from_dict_rejects_a_non_object() -> None:
 
 # -- bounds: every time the core computes from a config stays within what the codec reads ---------
 
-DURATION_FIELDS = ("window_ms", "delay_ms", "task_timeout_ms", "bypass_after_ms")
+DURATION_FIELDS = (
+    "window_ms",
+    "delay_ms",
+    "task_timeout_ms",
+    "bypass_after_ms",
+    "gc_grace_ms",
+    "bypass_retention_ms",
+)
 
 
 @pytest.mark.parametrize("name", DURATION_FIELDS)
@@ -313,3 +332,13 @@ def test_check_params_accepts_up_to_its_bounds() -> None:
     with pytest.raises(InvalidInput) as caught:
         check_params({"x": "é" * (filler // 2 + 1)})  # two bytes each in UTF-8
     assert caught.value.reason.startswith(f"must encode to at most {MAX_PARAMS_BYTES} bytes")
+
+
+def test_end_ms_must_be_after_the_start_on_a_step_and_reads_back() -> None:
+    config = StreamConfig("s", 0, end_ms=45_000, gc_grace_ms=1, bypass_retention_ms=2)
+    assert config_from_dict(config_to_dict(config)) == config
+    with pytest.raises(InvalidInput) as caught:
+        StreamConfig("s", 30_000, end_ms=30_000)
+    assert (caught.value.field, caught.value.reason) == ("end_ms", "must be after start_ms (30000)")
+    with pytest.raises(InvalidInput, match=r"must be a multiple of step_ms \(15000\)"):
+        StreamConfig("s", 0, end_ms=50_000)

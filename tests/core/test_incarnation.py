@@ -26,8 +26,9 @@ def _recreated() -> tuple[Task, StreamState, Task]:
     """The old stream's task for (10:00, 10:01], and the re-created stream with its own."""
     old_state, (old_task,) = started(at(10, 1))
     deleted = apply_control(old_state, Delete("cluster-a"), at(10, 1, 10))
-    assert deleted.state is None and deleted.rejected is None
-    new = apply_control(None, Upsert(config(non_retryable=("no_data",))), at(10, 1, 20))
+    assert deleted.state is not None and deleted.state.deleted_ms == at(10, 1, 10)
+    assert deleted.rejected is None
+    new = apply_control(deleted.state, Upsert(config(non_retryable=("no_data",))), at(10, 1, 20))
     assert new.state is not None and len(new.tasks) == 1
     return old_task, new.state, new.tasks[0]
 

@@ -13,6 +13,7 @@ from streams.core import (
     flush,
     next_due_ms,
 )
+from streams.core.retention import scavenge_due_ms
 
 from .helpers import MINUTE_MS, ack, at, bounds, config, nack, only, snapshot, started
 
@@ -164,9 +165,20 @@ def test_pause_and_resume_are_idempotent() -> None:
     assert apply_control(state, Resume("cluster-a"), at(10, 0)).rejected is None
 
 
-def test_delete_forgets_the_stream_and_later_inputs_are_rejected() -> None:
+def test_delete_keeps_the_stream_until_gc_grace_and_later_inputs_are_rejected() -> None:
     state, (task,) = started(at(10, 1))
-    assert apply_control(state, Delete("cluster-a"), at(10, 1)).state is None
+    deleted = apply_control(state, Delete("cluster-a"), at(10, 1)).state
+    assert deleted is state and state.deleted_ms == at(10, 1) and state.windows == []
+    kept_until = at(10, 1) + 48 * 3_600_000
+    for control in (Pause("cluster-a"), Resume("cluster-a"), Delete("cluster-a")):
+        reason = apply_control(state, control, at(10, 2)).rejected
+        assert reason is not None and reason.startswith("unknown stream: deleted at ")
+        assert f"kept until {kept_until}" in reason
+    late = apply_result(state, ack(task), at(10, 2)).rejected
+    assert late is not None and f"deleted at {at(10, 1)}" in late
+    assert advance(state, at(10, 2)).state is state and next_due_ms(state) is None
+    assert scavenge_due_ms(state, None) == kept_until
+    assert advance(state, kept_until).state is None  # collected
     for control in (Pause("cluster-a"), Resume("cluster-a"), Delete("cluster-a")):
         assert apply_control(None, control, at(10, 1)).rejected == "unknown stream"
     assert apply_result(None, ack(task), at(10, 1)).rejected == "unknown stream"

@@ -94,7 +94,9 @@ def test_api_state_shape(server: DashboardServer, model: FakeReadModel) -> None:
     assert set(doc) == {"now_ms", "refreshed_ms", "refresh_error", "counts", "streams", "bypasses"}
     assert doc["now_ms"] == NOW
     assert doc["refreshed_ms"] == NOW
-    assert doc["counts"] == {"live": 1, "catching up": 1, "retrying": 0, "paused": 0}
+    assert doc["counts"] == {
+        "live": 1, "catching up": 1, "retrying": 0, "paused": 0, "finished": 0
+    }  # fmt: skip
     assert [(s["stream_id"], s["lag_ms"]) for s in doc["streams"]] == [
         ("slow", 90_000),
         (HOSTILE, 2_000),

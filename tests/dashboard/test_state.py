@@ -53,7 +53,7 @@ def test_a_stream_carries_what_the_page_shows_and_nothing_else() -> None:
 def test_counts_cover_every_state_even_when_zero() -> None:
     views = [FakeStream("a"), FakeStream("b"), FakeStream("c", state_name="paused")]
     counts = state_document(Snapshot.of(views, [], NOW), NOW)["counts"]
-    assert counts == {"live": 2, "catching up": 0, "retrying": 0, "paused": 1}
+    assert counts == {"live": 2, "catching up": 0, "retrying": 0, "paused": 1, "finished": 0}
 
 
 def test_bypasses_most_recent_first_bounded_with_replay_commands() -> None:

@@ -1,0 +1,92 @@
+"""Publishing every stream's view (streams.core.view) on the compacted `streams` topic.
+
+A view goes out when it differs from the one last published from the record (its time of
+change aside), and a deleted stream gets a tombstone. Transactional: once per changed stream
+per transaction, at checkpoint, in the transaction that holds the change (coalesced like
+commits). At-least-once (Faust): with the event's other outputs, which coalesces as commits do
+(progress shows as announced, so it moves when a commit goes out); a failed delivery has the
+stream published again at its next tick, and a rebuilt partition publishes all of its views
+(what a crash left unsent).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from streams.coordinator.announcer import Message
+from streams.coordinator.record import Record
+from streams.coordinator.topics import Topics
+from streams.core.view import view_of
+from streams.wire import encode_view
+
+log = logging.getLogger("streams.coordinator")
+
+# What `Record.published` holds once a deleted stream's tombstone went out.
+_DELETED: tuple[Any, ...] = ("deleted",)
+
+
+class Views:
+    def __init__(self, topics: Topics, transactional: bool, wake: Callable[[str], None]) -> None:
+        self.transactional = transactional
+        self._topic = topics.streams  # a `Topics` property formats it on every read
+        self._wake = wake  # have a stream's partition ticked for it at once
+        # At-least-once: streams whose view or tombstone failed to be delivered.
+        self._resend: set[str] = set()
+        self._tombstones: set[str] = set()
+
+    def message(self, record: Record, now_ms: int, force: bool = False) -> Message | None:
+        """The stream's view if it changed since the last one published from `record`; for a
+        deleted stream its tombstone, once."""
+        if record.state.deleted_ms is not None:
+            stream_id = record.state.config.stream_id
+            failed = stream_id in self._resend or stream_id in self._tombstones
+            if record.published is _DELETED and not force and not failed:
+                return None
+            self._tombstones.discard(stream_id)
+            record.published = _DELETED
+            return self.tombstone(stream_id)
+        view = view_of(record.state, record.bypasses, record.committed_ms, now_ms)
+        stream_id = view.stream_id
+        key = view.key()
+        if not force and record.published == key and stream_id not in self._resend:
+            return None
+        self._resend.discard(stream_id)
+        self._tombstones.discard(stream_id)
+        record.published = key
+        value = encode_view(view, record.config_json())
+        if self.transactional:
+            return (self._topic, stream_id.encode(), value, None, None)
+        return (self._topic, stream_id.encode(), value, None, self._failed(stream_id, False))
+
+    def tombstone(self, stream_id: str) -> Message:
+        self._resend.discard(stream_id)
+        key = stream_id.encode()
+        if self.transactional:
+            return (self._topic, key, None, None, None)
+        return (self._topic, key, None, None, self._failed(stream_id, True))
+
+    def take_tombstone(self, stream_id: str) -> Message | None:
+        """At-least-once: the tombstone of a deleted stream whose tombstone was not delivered."""
+        if stream_id in self._tombstones:
+            self._tombstones.discard(stream_id)
+            return self.tombstone(stream_id)
+        return None
+
+    def forget_where(self, owned: Callable[[str], bool]) -> None:
+        """Forget the streams `owned` accepts (their partitions went to another owner)."""
+        self._resend = {s for s in self._resend if not owned(s)}
+        self._tombstones = {s for s in self._tombstones if not owned(s)}
+
+    def reset(self) -> None:
+        self._resend.clear()
+        self._tombstones.clear()
+
+    def _failed(self, stream_id: str, tombstone: bool) -> Callable[[], None]:
+        def failed() -> None:
+            log.warning("the view of %r was not delivered; it is sent again", stream_id)
+            (self._tombstones if tombstone else self._resend).add(stream_id)
+            self._wake(stream_id)
+
+        return failed

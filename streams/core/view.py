@@ -1,0 +1,141 @@
+"""A stream's current view, as the coordinator publishes it on the compacted `streams` topic.
+
+Pure: built from the core's state, the two counters the coordinator keeps beside it, and the
+time. What a reader shows is derived here too (`status_at`), so that the coordinator and the
+read model agree on what "catching up" means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from streams.core._frozen import fast_init
+from streams.core.config import StreamConfig, config_to_dict
+from streams.core.model import ErrorInfo, StreamState
+
+Status: TypeAlias = Literal["live", "catching up", "retrying", "paused", "finished"]
+STATUSES: tuple[Status, ...] = ("live", "catching up", "retrying", "paused", "finished")
+
+
+def behind_ms(window_ms: int, delay_ms: int) -> int:
+    """The lag past which a stream is catching up: two windows and its delay."""
+    return 2 * window_ms + delay_ms
+
+
+def status_at(
+    status: Status, downstream_ms: int, window_ms: int, delay_ms: int, now_ms: int
+) -> Status:
+    """The status to show at `now_ms` of a view published with `status`.
+
+    Paused, retrying and finished hold until the next view; live and catching up are told
+    apart by the lag at `now_ms` (a stream that stopped progressing falls behind without a
+    change of its own).
+    """
+    if status in ("paused", "retrying", "finished"):
+        return status
+    return "catching up" if now_ms - downstream_ms > behind_ms(window_ms, delay_ms) else "live"
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class StreamView:
+    """One stream's published view.
+
+    `downstream_ms` is what `commits` announced (never ahead of it); `window` the first
+    outstanding window and `attempt` its last dispatched attempt (0: not yet dispatched);
+    `last_error` the latest failure of an outstanding window; `bypasses` counts the windows
+    bypassed since the stream was created (replayed ones too); `committed_ms` when
+    `downstream_ms` last moved (None: not yet); `changed_ms` when this view was made.
+    """
+
+    config: StreamConfig
+    status: Status
+    downstream_ms: int
+    window: tuple[int, int] | None
+    attempt: int
+    last_error: ErrorInfo | None
+    bypasses: int
+    committed_ms: int | None
+    incarnation: int
+    changed_ms: int
+
+    @property
+    def stream_id(self) -> str:
+        return self.config.stream_id
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "stream_id": self.config.stream_id,
+            "config": config_to_dict(self.config),
+            **self.body(),
+            "changed_ms": self.changed_ms,
+        }
+
+    def key(self) -> tuple[Any, ...]:
+        """Everything but `changed_ms`, compactly: two views with equal keys show the same, so
+        the coordinator publishes only when the key changed (and keeps only the key)."""
+        return (
+            self.config,
+            self.status,
+            self.downstream_ms,
+            self.window,
+            self.attempt,
+            self.last_error,
+            self.bypasses,
+            self.committed_ms,
+            self.incarnation,
+        )
+
+    def body(self) -> dict[str, Any]:
+        """Everything but the stream id, its config and `changed_ms`, as wire fields."""
+        window = self.window
+        error = self.last_error
+        return {
+            "status": self.status,
+            "downstream_ms": self.downstream_ms,
+            "window": None if window is None else {"start_ms": window[0], "end_ms": window[1]},
+            "attempt": self.attempt,
+            "last_error": None if error is None else error.to_wire(),
+            "bypasses": self.bypasses,
+            "committed_ms": self.committed_ms,
+            "incarnation": self.incarnation,
+        }
+
+
+def view_of(state: StreamState, bypasses: int, committed_ms: int | None, now_ms: int) -> StreamView:
+    """The view of `state` at `now_ms`: progress as announced, the first outstanding window."""
+    config = state.config
+    current = None
+    error: ErrorInfo | None = None
+    for window in state.windows:
+        if window.finished:
+            continue
+        if current is None:
+            current = window
+        if window.last_error is not None:
+            error = window.last_error  # the latest outstanding window's failure
+    downstream_ms = state.announced_ms
+    if state.finished_ms is not None:
+        status: Status = "finished"
+    elif state.paused:
+        status = "paused"
+    elif error is not None:
+        status = "retrying"
+    else:
+        status = status_at("live", downstream_ms, config.window_ms, config.delay_ms, now_ms)
+    return StreamView(
+        config,
+        status,
+        downstream_ms,
+        None if current is None else (current.start_ms, current.end_ms),
+        0 if current is None else current.attempt,
+        error,
+        bypasses,
+        committed_ms,
+        state.incarnation,
+        now_ms,
+    )
+
+
+__all__ = ["STATUSES", "Status", "StreamView", "behind_ms", "status_at", "view_of"]
