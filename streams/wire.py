@@ -60,6 +60,7 @@ from streams.core.config import (
     MAX_NON_RETRYABLE,
     MAX_PARAMS_BYTES,
     MAX_PARAMS_DEPTH,
+    MAX_SOURCE_CHARS,
     check_params,
 )
 from streams.errors import InvalidInput
@@ -134,6 +135,13 @@ class UpsertControl(_Wire):
         Field(max_length=MAX_NON_RETRYABLE),
     ] = []
     max_in_flight: Annotated[int, Field(ge=1, le=MAX_IN_FLIGHT)] = 1
+    source: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = Field(
+        default=None,
+        description=(
+            "what the stream reads from (e.g. its query endpoint): the outage guard holds the "
+            "bypasses of a source's streams while most of them fail together"
+        ),
+    )
     params: dict[str, Any] = Field(
         default={},
         description=(
@@ -214,6 +222,13 @@ class CommittedWindowModel(_Wire):
         description=(
             "dispatches of the window, the closing one and shutdowns included "
             "(a bypassed record's attempts counts failures instead)"
+        ),
+    )
+    held_ms: Annotated[int, Field(ge=0, le=MAX_MS)] | None = Field(
+        default=None,
+        description=(
+            "present when the outage guard held the window's bypass: how long it was held "
+            "before it closed, so that delayed data can be told from live data"
         ),
     )
 
@@ -456,7 +471,7 @@ def decode_commit(raw: bytes | None) -> Commit:
     """A `commits` value as the core's Commit, or InvalidInput naming the field."""
     msg = _validated(CommitMessage.model_validate_json, raw)
     windows = tuple(
-        CommittedWindow(w.start_ms, w.end_ms, w.reason, w.attempts) for w in msg.windows
+        CommittedWindow(w.start_ms, w.end_ms, w.reason, w.attempts, w.held_ms) for w in msg.windows
     )
     return Commit(msg.stream_id, msg.downstream_ms, msg.previous_ms, msg.committed_ms, windows)
 

@@ -29,6 +29,7 @@ FLAGS = {
     "non_retryable": "--non-retryable",
     "max_in_flight": "--max-in-flight",
     "params": "--param",
+    "source": "--source",
 }
 _DURATIONS = {
     "window": "window_ms",
@@ -55,6 +56,7 @@ class ConfigFlags:
     max_in_flight: int | None = None
     params: Sequence[str] | None = None
     params_json: str | None = None
+    source: str | None = None  # "" clears it
 
     def changes(self, now_ms: int) -> dict[str, Any]:
         """The config fields these flags set, parsed (params are handled by `merge`)."""
@@ -74,6 +76,8 @@ class ConfigFlags:
             out["non_retryable"] = sorted({k for k in kinds if k})
         if self.max_in_flight is not None:
             out["max_in_flight"] = self.max_in_flight
+        if self.source is not None:
+            out["source"] = self.source or None
         return out
 
     def merge(self, base: Mapping[str, Any], now_ms: int) -> dict[str, Any]:

@@ -68,6 +68,14 @@ Param = Annotated[
 ParamsJson = Annotated[
     str | None, typer.Option(metavar="JSON", help="all task params as one JSON object")
 ]
+Source = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="what the stream reads from, e.g. its query endpoint: the outage guard holds the "
+        'bypasses of a source\'s streams while most of them fail together ("" clears it)',
+    ),
+]
 
 
 @app.command()
@@ -94,6 +102,7 @@ def create(
     max_in_flight: MaxInFlight = None,
     param: Param = None,
     params_json: ParamsJson = None,
+    source: Source = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -102,7 +111,7 @@ def create(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         start, window, step, delay, timeout, bypass_after, retry, max_attempts,
-        non_retryable, max_in_flight, param, params_json,
+        non_retryable, max_in_flight, param, params_json, source,
     )  # fmt: skip
     config = validated(flags.merge({"stream_id": stream}, now_ms()))
     env.connect(require=["control"])
@@ -129,6 +138,7 @@ def update(
     max_in_flight: MaxInFlight = None,
     param: Param = None,
     params_json: ParamsJson = None,
+    source: Source = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -141,7 +151,7 @@ def update(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         None, window, step, delay, timeout, bypass_after, retry, max_attempts,
-        non_retryable, max_in_flight, param, params_json,
+        non_retryable, max_in_flight, param, params_json, source,
     )  # fmt: skip
     flags.changes(now_ms())  # bad input is reported before anything talks to Kafka
     current = _existing(env, stream)

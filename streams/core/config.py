@@ -25,6 +25,9 @@ from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy
 from streams.errors import InvalidInput
 
 MAX_STREAM_ID_CHARS = 200
+# A source names what a stream reads from (e.g. a query endpoint); the outage guard counts the
+# streams that share one (streams.core.outage).
+MAX_SOURCE_CHARS = 200
 # Each window in flight is state and a task; a catch-up needs tens, not millions.
 MAX_IN_FLIGHT = 1000
 # non_retryable is kept in the state: a few dozen kinds, each no longer than a nack's kind can be
@@ -57,6 +60,7 @@ class StreamConfig:
     non_retryable: frozenset[str] = frozenset()
     max_in_flight: int = 1
     params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)
+    source: str | None = None  # what the stream reads from; None shares no source
 
     def __post_init__(self) -> None:
         stream_id = check_str("stream_id", self.stream_id)
@@ -79,6 +83,10 @@ class StreamConfig:
         if self.max_attempts is not None:
             check_int("max_attempts", self.max_attempts, 1)
         check_int("max_in_flight", self.max_in_flight, 1, MAX_IN_FLIGHT)
+        if self.source is not None:
+            source = check_str("source", self.source)
+            if not source or len(source) > MAX_SOURCE_CHARS:
+                raise InvalidInput("source", f"must be 1 to {MAX_SOURCE_CHARS} characters")
         object.__setattr__(self, "non_retryable", _kinds(self.non_retryable))
         object.__setattr__(self, "params", _params(self.params))
 
@@ -158,6 +166,7 @@ _PLAIN_FIELDS = (
     "bypass_after_ms",
     "max_attempts",
     "max_in_flight",
+    "source",
 )
 
 
@@ -182,8 +191,12 @@ def config_from_dict(d: Mapping[str, Any]) -> StreamConfig:
 
 
 def config_to_dict(config: StreamConfig) -> dict[str, Any]:
-    """The JSON-compatible wire dict of `config`; `config_from_dict` inverts it."""
-    return {
+    """The JSON-compatible wire dict of `config`; `config_from_dict` inverts it.
+
+    `source` is present only when set, so that a config without one encodes (and so hashes into
+    its incarnation) exactly as before sources existed.
+    """
+    d: dict[str, Any] = {
         "stream_id": config.stream_id,
         "start_ms": config.start_ms,
         "window_ms": config.window_ms,
@@ -197,6 +210,9 @@ def config_to_dict(config: StreamConfig) -> dict[str, Any]:
         "max_in_flight": config.max_in_flight,
         "params": dict(config.params),
     }
+    if config.source is not None:
+        d["source"] = config.source
+    return d
 
 
 def retry_from_dict(d: Any) -> RetryPolicy:
