@@ -10,6 +10,7 @@ Every reader and writer of a topic goes through the functions here, both directi
 | commits  | `stream_key(stream_id)`          | `encode_commit`   | `decode_commit`             |
 | bypassed | `bypassed_key(stream_id, start)` | `encode_bypassed` | `decode_bypassed(key, raw)` |
 | rejected | the input's raw key              | `rejected_value`  | `decode_rejected`           |
+| health   | `health_key(partition)`          | `encode_health`   | `decode_health(key, raw)`   |
 
 A decoder raises InvalidInput naming the field; the coordinator sends an invalid input to
 `rejected`, the read model ignores it. The core's dataclasses are what the codec reads into and
@@ -264,6 +265,20 @@ class RejectedMessage(_Wire):
     reason: str
     key: str | None
     value: str | None = Field(description=f"the raw value, cut to {MAX_RAW_BYTES} bytes")
+
+
+class SourceCountsModel(_Wire):
+    failing: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+    total: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+
+
+class HealthMessage(_Wire):
+    """Per source, the failing and total streams of one partition, as its owner published them."""
+
+    partition: Annotated[int, Field(ge=0)]
+    owner: str = Field(max_length=400, description="the coordinator instance that owns it")
+    published_ms: Ms
+    sources: dict[Annotated[str, Field(min_length=1, max_length=200)], SourceCountsModel]
 
 
 _CONTROL: TypeAdapter[UpsertControl | StreamControl | ReplayControl] = TypeAdapter(ControlModel)
@@ -524,6 +539,28 @@ def decode_bypassed(key: bytes | None, raw: bytes | None) -> Bypassed:
     return Bypassed(msg.stream_id, msg.start_ms, record)
 
 
+def health_key(partition: int) -> bytes:
+    """The (compacted) `health` key of a partition's entry: its number in decimal, as UTF-8."""
+    return str(partition).encode()
+
+
+def encode_health(entry: HealthMessage) -> bytes:
+    """The `health` value of a partition's entry; `decode_health` inverts it."""
+    return orjson.dumps(entry.model_dump())
+
+
+def decode_health(key: bytes | None, raw: bytes | None) -> HealthMessage | None:
+    """A `health` record: its entry, or None for a tombstone; InvalidInput naming the field."""
+    if raw is None:
+        return None
+    entry = _validated(HealthMessage.model_validate_json, raw)
+    if key != health_key(entry.partition):
+        raise InvalidInput("key", f"must be the partition {entry.partition} in decimal")
+    if any(c.failing > c.total for c in entry.sources.values()):
+        raise InvalidInput("sources", "failing must not exceed total")
+    return entry
+
+
 def decode_rejected(raw: bytes | None) -> RejectedMessage:
     """A `rejected` value, or InvalidInput naming the field."""
     return _validated(RejectedMessage.model_validate_json, raw)
@@ -556,6 +593,7 @@ SCHEMAS: dict[str, Any] = {
     "commits": CommitMessage,
     "bypassed": BypassedMessage,
     "rejected": RejectedMessage,
+    "health": HealthMessage,
 }
 
 

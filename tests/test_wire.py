@@ -518,7 +518,15 @@ def test_a_nack_error_at_its_bounds_is_kept_whole() -> None:
 def test_there_is_one_schema_file_per_topic() -> None:
     files = {path.name for path in SCHEMA_DIR.glob("*.schema.json")}
     assert files == {f"{topic}.schema.json" for topic in SCHEMAS}
-    assert set(SCHEMAS) == {"control", "results", "tasks", "commits", "bypassed", "rejected"}
+    assert set(SCHEMAS) == {
+        "control",
+        "results",
+        "tasks",
+        "commits",
+        "bypassed",
+        "rejected",
+        "health",
+    }
 
 
 @pytest.mark.parametrize("topic", sorted(SCHEMAS))

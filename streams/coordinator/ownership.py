@@ -25,12 +25,14 @@ from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
 from streams.coordinator.announcer import Announcer
+from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
-from streams.core import advance, next_due_ms
+from streams.core import advance, next_due_ms, release
+from streams.core.outage import hold_started_ms
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 
@@ -46,6 +48,8 @@ BUILD_SLICE = 2000
 
 
 class Ownership:
+    health: SourceHealth | None = None  # the outage guard (set by the Processor)
+
     def __init__(
         self,
         partitions: int,
@@ -103,6 +107,8 @@ class Ownership:
             self._held.pop(p, None)
             self.index.drop(p)
             self.metrics.drop_partition(p)
+        if self.health is not None:
+            self.health.forget(revoked)
         if revoked:
             owned = self.owned_by(revoked)
             self.records.forget(owned)
@@ -118,6 +124,8 @@ class Ownership:
         self.unbuilt = set(self.assigned)
         self._tick_sent.clear()
         self._held.clear()  # the rebuild indexes every stream again
+        if self.health is not None:
+            self.health.forget(self.assigned)
 
     def on_caught_up(self, partition: int) -> None:
         """The engine has read `results` of `partition` up to where they stood at assignment:
@@ -200,7 +208,13 @@ class Ownership:
         if self.replays is not None:
             self.replays.advance(record.state, now_ms)
         state = record.state
-        self.inputs.apply(partition, stream_id, record, advance(state, now_ms, expire), now_ms)
+        hold_ms = 0
+        if self.health is not None:
+            hold_ms = self.health.hold_ms(state)
+            if not hold_ms and hold_started_ms(state) is not None:  # its source recovered
+                self.inputs.apply(partition, stream_id, record, release(state, now_ms), now_ms)
+        decision = advance(state, now_ms, expire, hold_ms)
+        self.inputs.apply(partition, stream_id, record, decision, now_ms)
         if not expire:
             wake = next_due_ms(state)
             if wake is not None and wake <= now_ms:  # a passed deadline: held until caught up
@@ -240,6 +254,8 @@ class Ownership:
                     return
             p = self.partition(stream_id)
             self.metrics.track(p, record.state)
+            if self.health is not None:
+                self.health.note(p, stream_id, record.state)
             if self.announcer.reannounce(record, now_ms):
                 self.records.save(stream_id, record, self.records.encode(record))
             wake = next_due_ms(record.state)
@@ -254,4 +270,6 @@ class Ownership:
                 # its first tick re-indexes it fully
                 self.index.set(self.partition(stream_id), stream_id, now_ms)
         self.unbuilt -= partitions
+        if self.health is not None:
+            self.health.built(partitions)
         log.info("indexed %d streams of partitions %s", count, sorted(partitions))
