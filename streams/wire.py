@@ -270,6 +270,9 @@ class RejectedMessage(_Wire):
 class SourceCountsModel(_Wire):
     failing: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
     total: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+    outage_since_ms: Ms | None = Field(
+        default=None, description="since when the publisher has seen the source in outage"
+    )
 
 
 class HealthMessage(_Wire):

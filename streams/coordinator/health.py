@@ -182,9 +182,14 @@ class SourceHealth:
             return []
         self._published_ms = now_ms
         out = []
+        outages = self._outages
         for p in sorted(self._built):
             sources = {
-                source: SourceCountsModel(failing=f, total=t)
+                source: SourceCountsModel(
+                    failing=f,
+                    total=t,
+                    outage_since_ms=outages[source].since_ms if source in outages else None,
+                )
                 for source, (f, t) in self._counts.get(p, {}).items()
             }
             entry = HealthMessage(

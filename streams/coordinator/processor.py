@@ -25,7 +25,7 @@ from streams.coordinator.announcer import FLUSH_MAX_WINDOWS, Announcer, Message,
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
-from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.metrics import CoordinatorMetrics, OutageCollector
 from streams.coordinator.ownership import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS, Ownership
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
@@ -121,6 +121,8 @@ class Processor:
             catch_up_max_ms,
         )
         self.health = health  # the outage guard: see `health_tick`
+        if health is not None:
+            self._metrics.registry.register(OutageCollector(lambda: health.outages))
         self._inputs.health = self._ownership.health = health
 
     @property

@@ -202,7 +202,9 @@ def test_streams_of_a_source_failing_together_are_held_and_a_lone_one_is_bypasse
     assert (outage.source, outage.failing, outage.total, outage.held) == ("S", 4, 4, 4)
     assert {t["attempt"] for t in d.tasks() if t["stream_id"] == "s-1"} == set(range(1, 10))
     health = [e for e in topic.entries.values() if e.sources]
-    assert health and health[0].sources["S"] == SourceCountsModel(failing=4, total=4)
+    assert health and health[0].sources["S"] == SourceCountsModel(
+        failing=4, total=4, outage_since_ms=at(10, 1, 6)
+    )
 
 
 @BOTH_ENGINES
@@ -284,3 +286,23 @@ def test_the_view_crosses_coordinators_and_a_dead_ones_counts_expire() -> None:
     assert health is not None
     assert health.totals(at(10, 5, 36)) == {"S": SourceCounts(2, 2)}
     assert health.outages == []  # 2 failing: fewer than outage_min_streams
+
+
+def test_the_metrics_show_sources_in_outage_streams_held_and_the_hold_duration() -> None:
+    topic = Topic()
+    d = guarded(topic)
+    registry = d.processor.metrics.registry
+    assert registry.get_sample_value("tidemark_sources_in_outage") == 0
+    start(d, topic, S_STREAMS, **CONFIG)
+    for minute in range(1, 6):
+        if minute > 1:
+            step(d, topic, at(10, minute, 5))
+        fail_all(d, S_STREAMS, at(10, minute, 5))
+        step(d, topic, at(10, minute, 6))
+    assert registry.get_sample_value("tidemark_sources_in_outage") == 1
+    labels = {"source": "S"}
+    assert registry.get_sample_value("tidemark_outage_failing_streams", labels) == 4
+    assert registry.get_sample_value("tidemark_outage_streams", labels) == 4
+    assert registry.get_sample_value("tidemark_streams_held", labels) == 4
+    held_s = registry.get_sample_value("tidemark_outage_hold_seconds", labels)
+    assert held_s is not None and held_s > 0  # on the wall clock, since 10:01:06 of 2026-11-29
