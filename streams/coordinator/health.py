@@ -66,6 +66,7 @@ class SourceHealth:
         self._view = view
         self._streams: _Streams = {}
         self._counts: dict[int, dict[str, list[int]]] = {}  # partition -> source -> [f, t]
+        self._held: dict[str, int] = {}  # source -> local streams with a held window
         self._built: set[int] = set()
         self._outages: dict[str, Outage] = {}
         self._published_ms: int | None = None
@@ -100,6 +101,10 @@ class SourceHealth:
         counts[1] += sign
         if counts[1] == 0:
             del sources[entry[0]]
+        if entry[2]:
+            held = self._held[entry[0]] = self._held.get(entry[0], 0) + sign
+            if not held:
+                del self._held[entry[0]]
 
     def built(self, partitions: set[int]) -> None:
         """Every stream of `partitions` has been noted: their counts are complete."""
@@ -108,7 +113,8 @@ class SourceHealth:
     def forget(self, partitions: set[int]) -> None:
         """Partitions gone (revoked, or to be rebuilt): their counts are no longer this one's."""
         for p in partitions:
-            self._streams.pop(p, None)
+            for entry in self._streams.pop(p, {}).values():
+                self._count(p, entry, -1)
             self._counts.pop(p, None)
             self._built.discard(p)
 
@@ -142,7 +148,7 @@ class SourceHealth:
         """Decide every source again; the local held streams whose source left outage."""
         before = self._outages
         after: dict[str, Outage] = {}
-        held = self._held_counts()
+        held = self._held
         for source, counts in self.totals(now_ms).items():
             if in_outage(counts, self.policy):
                 since_ms = before[source].since_ms if source in before else now_ms
@@ -159,14 +165,6 @@ class SourceHealth:
             for stream_id, (source, _, is_held) in streams.items()
             if is_held and source in ended
         ]
-
-    def _held_counts(self) -> dict[str, int]:
-        held: dict[str, int] = {}
-        for streams in self._streams.values():
-            for source, _, is_held in streams.values():
-                if is_held:
-                    held[source] = held.get(source, 0) + 1
-        return held
 
     @property
     def outages(self) -> list[Outage]:

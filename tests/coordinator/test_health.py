@@ -306,3 +306,23 @@ def test_the_metrics_show_sources_in_outage_streams_held_and_the_hold_duration()
     assert registry.get_sample_value("tidemark_streams_held", labels) == 4
     held_s = registry.get_sample_value("tidemark_outage_hold_seconds", labels)
     assert held_s is not None and held_s > 0  # on the wall clock, since 10:01:06 of 2026-11-29
+
+
+def test_held_streams_are_counted_as_they_change_and_leave_with_their_partition() -> None:
+    view = {health_key(1): _entry(1, T0, 3, 3)}
+    health = SourceHealth(OutagePolicy(), "c1", lambda: view)
+    held = _state("a", "S", True)
+    held.windows[0].held_since_ms = T0
+    health.note(0, "a", held)
+    health.note(0, "b", _state("b", "S", True))
+    health.built({0})
+    health.refresh(T0)
+    assert health.outages[0].held == 1
+    health.forget({0})
+    health.refresh(T0 + 1)
+    assert health.outages[0].held == 0  # partition 1's 3 of 3 are still an outage
+    view[health_key(1)] = _entry(1, T0 + 2, 3, 3)
+    health.note(0, "a", held)
+    health.built({0})
+    health.refresh(T0 + 2)
+    assert health.outages[0].held == 1 and health.outages[0].failing == 4
