@@ -11,6 +11,7 @@ Every reader and writer of a topic goes through the functions here, both directi
 | bypassed | `bypassed_key(stream_id, start)` | `encode_bypassed` | `decode_bypassed(key, raw)` |
 | streams  | `stream_key(stream_id)`          | `encode_view`     | `decode_view(key, raw)`     |
 | rejected | the input's raw key              | `rejected_value`  | `decode_rejected`           |
+| health   | `health_key(partition)`          | `encode_health`   | `decode_health(key, raw)`   |
 
 A decoder raises InvalidInput naming the field; the coordinator sends an invalid input to
 `rejected`, the read model ignores it. The core's dataclasses are what the codec reads into and
@@ -63,6 +64,7 @@ from streams.core.config import (
     MAX_NON_RETRYABLE,
     MAX_PARAMS_BYTES,
     MAX_PARAMS_DEPTH,
+    MAX_SOURCE_CHARS,
     check_params,
 )
 from streams.core.view import Status, StreamView
@@ -138,6 +140,13 @@ class ConfigModel(_Wire):
         Field(max_length=MAX_NON_RETRYABLE),
     ] = []
     max_in_flight: Annotated[int, Field(ge=1, le=MAX_IN_FLIGHT)] = 1
+    source: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = Field(
+        default=None,
+        description=(
+            "what the stream reads from (e.g. its query endpoint): the outage guard holds the "
+            "bypasses of a source's streams while most of them fail together"
+        ),
+    )
     params: dict[str, Any] = Field(
         default={},
         description=(
@@ -241,6 +250,13 @@ class CommittedWindowModel(_Wire):
             "(a bypassed record's attempts counts failures instead)"
         ),
     )
+    held_ms: Annotated[int, Field(ge=0, le=MAX_MS)] | None = Field(
+        default=None,
+        description=(
+            "present when the outage guard held the window's bypass: how long it was held "
+            "before it closed, so that delayed data can be told from live data"
+        ),
+    )
 
 
 class CommitMessage(_Wire):
@@ -298,6 +314,23 @@ class RejectedMessage(_Wire):
     reason: str
     key: str | None
     value: str | None = Field(description=f"the raw value, cut to {MAX_RAW_BYTES} bytes")
+
+
+class SourceCountsModel(_Wire):
+    failing: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+    total: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+    outage_since_ms: Ms | None = Field(
+        default=None, description="since when the publisher has seen the source in outage"
+    )
+
+
+class HealthMessage(_Wire):
+    """Per source, the failing and total streams of one partition, as its owner published them."""
+
+    partition: Annotated[int, Field(ge=0)]
+    owner: str = Field(max_length=400, description="the coordinator instance that owns it")
+    published_ms: Ms
+    sources: dict[Annotated[str, Field(min_length=1, max_length=200)], SourceCountsModel]
 
 
 _CONTROL: TypeAdapter[UpsertControl | StreamControl | ReplayControl] = TypeAdapter(ControlModel)
@@ -565,7 +598,7 @@ def decode_commit(raw: bytes | None) -> Commit:
     """A `commits` value as the core's Commit, or InvalidInput naming the field."""
     msg = _validated(CommitMessage.model_validate_json, raw)
     windows = tuple(
-        CommittedWindow(w.start_ms, w.end_ms, w.reason, w.attempts) for w in msg.windows
+        CommittedWindow(w.start_ms, w.end_ms, w.reason, w.attempts, w.held_ms) for w in msg.windows
     )
     return Commit(msg.stream_id, msg.downstream_ms, msg.previous_ms, msg.committed_ms, windows)
 
@@ -671,6 +704,28 @@ def decode_view(key: bytes | None, raw: bytes | None) -> Viewed:
     return Viewed(stream_id, view)
 
 
+def health_key(partition: int) -> bytes:
+    """The (compacted) `health` key of a partition's entry: its number in decimal, as UTF-8."""
+    return str(partition).encode()
+
+
+def encode_health(entry: HealthMessage) -> bytes:
+    """The `health` value of a partition's entry; `decode_health` inverts it."""
+    return orjson.dumps(entry.model_dump())
+
+
+def decode_health(key: bytes | None, raw: bytes | None) -> HealthMessage | None:
+    """A `health` record: its entry, or None for a tombstone; InvalidInput naming the field."""
+    if raw is None:
+        return None
+    entry = _validated(HealthMessage.model_validate_json, raw)
+    if key != health_key(entry.partition):
+        raise InvalidInput("key", f"must be the partition {entry.partition} in decimal")
+    if any(c.failing > c.total for c in entry.sources.values()):
+        raise InvalidInput("sources", "failing must not exceed total")
+    return entry
+
+
 def decode_rejected(raw: bytes | None) -> RejectedMessage:
     """A `rejected` value, or InvalidInput naming the field."""
     return _validated(RejectedMessage.model_validate_json, raw)
@@ -704,6 +759,7 @@ SCHEMAS: dict[str, Any] = {
     "bypassed": BypassedMessage,
     "streams": ViewMessage,
     "rejected": RejectedMessage,
+    "health": HealthMessage,
 }
 
 

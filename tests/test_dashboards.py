@@ -19,7 +19,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from streams.cli import app as cli
-from streams.coordinator.metrics import ConsumerLagCollector, CoordinatorMetrics
+from streams.coordinator.metrics import ConsumerLagCollector, CoordinatorMetrics, OutageCollector
 from streams.coordinator.settings import CoordinatorSettings
 from streams.worker.cli import build_parser as worker_parser
 from streams.worker.metrics import WorkerMetrics
@@ -44,6 +44,7 @@ def exported_series() -> set[str]:
     """Every series name the coordinator's and the workers' registries can export."""
     coordinator = CoordinatorMetrics().registry
     coordinator.register(ConsumerLagCollector(lambda: []))
+    coordinator.register(OutageCollector(lambda: []))
     worker = CollectorRegistry()
     WorkerMetrics(worker)
     return {
@@ -133,6 +134,9 @@ def test_the_dashboard_shows_what_an_operator_needs() -> None:
         "tidemark_rejected_total",
         "tidemark_worker_tasks_total",
         "tidemark_worker_task_duration_seconds_bucket",
+        "tidemark_sources_in_outage",
+        "tidemark_streams_held",
+        "tidemark_outage_hold_seconds",
     } <= used
 
 

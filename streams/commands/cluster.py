@@ -31,6 +31,7 @@ from streams.commands.views import (
 )
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import create_topics, partition_counts
+from streams.outages import read_outages
 from streams.readmodel import ReadModel
 
 TOP_LAGGING = 10
@@ -127,6 +128,7 @@ def status(
     finally:
         model.close()
     now = now_ms()
+    outages = read_outages(env.settings, env.topics.health, now, READ_TIMEOUT_S)
     views = by_lag(model.streams(), now)
     counts = dict.fromkeys(STATE_STYLES, 0)
     for view in views:
@@ -143,6 +145,7 @@ def status(
                 "states": counts,
                 "lagging": [stream_doc(v, now, config=False) for v in lagging],
                 "bypasses": [bypass_doc(b) for b in bypasses],
+                "outages": [outage.to_json() for outage in outages],
             }
         )
         return
@@ -155,6 +158,8 @@ def status(
             f"`tidemark topics create --prefix {env.topics.prefix}`",
             style="yellow",
         )
+    for outage in outages:  # what an operator must see first
+        out.print(outage.line(now), style="bold red")
     by_state = ", ".join(f"{n} {state}" for state, n in counts.items())
     out.print(f"streams: {len(views)} ({by_state})")
     if not model.caught_up:

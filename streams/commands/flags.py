@@ -32,6 +32,7 @@ FLAGS = {
     "end_ms": "--end",
     "gc_grace_ms": "--gc-grace",
     "bypass_retention_ms": "--bypass-retention",
+    "source": "--source",
 }
 _DURATIONS = {
     "window": "window_ms",
@@ -63,6 +64,7 @@ class ConfigFlags:
     end: str | None = None
     gc_grace: str | None = None
     bypass_retention: str | None = None
+    source: str | None = None  # "" clears it
 
     def changes(self, now_ms: int) -> dict[str, Any]:
         """The config fields these flags set, parsed (params are handled by `merge`)."""
@@ -84,6 +86,8 @@ class ConfigFlags:
             out["non_retryable"] = sorted({k for k in kinds if k})
         if self.max_in_flight is not None:
             out["max_in_flight"] = self.max_in_flight
+        if self.source is not None:
+            out["source"] = self.source or None
         return out
 
     def merge(self, base: Mapping[str, Any], now_ms: int) -> dict[str, Any]:

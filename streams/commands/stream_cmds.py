@@ -78,6 +78,14 @@ Param = Annotated[
 ParamsJson = Annotated[
     str | None, typer.Option(metavar="JSON", help="all task params as one JSON object")
 ]
+Source = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="what the stream reads from, e.g. its query endpoint: the outage guard holds the "
+        'bypasses of a source\'s streams while most of them fail together ("" clears it)',
+    ),
+]
 
 
 @app.command()
@@ -107,6 +115,7 @@ def create(
     end: End = None,
     gc_grace: GcGrace = None,
     bypass_retention: BypassRetention = None,
+    source: Source = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -115,7 +124,7 @@ def create(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         start, window, step, delay, timeout, bypass_after, retry, max_attempts,
-        non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention,
+        non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention, source,
     )  # fmt: skip
     config = validated(flags.merge({"stream_id": stream}, now_ms()))
     env.connect(require=["control", "streams"])
@@ -145,6 +154,7 @@ def update(
     end: End = None,
     gc_grace: GcGrace = None,
     bypass_retention: BypassRetention = None,
+    source: Source = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -157,7 +167,7 @@ def update(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         None, window, step, delay, timeout, bypass_after, retry, max_attempts,
-        non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention,
+        non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention, source,
     )  # fmt: skip
     flags.changes(now_ms())  # bad input is reported before anything talks to Kafka
     current = _existing(env, stream)

@@ -166,6 +166,7 @@ def config_rows(config: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("--max-attempts", str(config.get("max_attempts") or "no limit")),
         ("--non-retryable", ", ".join(config.get("non_retryable") or []) or "-"),
         ("--max-in-flight", str(config["max_in_flight"])),
+        ("--source", str(config.get("source") or "-")),
         ("--param", " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items())) or "-"),
     ]
 

@@ -21,6 +21,7 @@ from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.coordinator.catchup import CatchUp
+from streams.coordinator.health import guard
 from streams.coordinator.metrics import (
     ConsumerLagCollector,
     CoordinatorMetrics,
@@ -160,6 +161,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
     )
     app.output = output = KafkaOutput(settings.kafka)
+    source_health, health_table = guard(settings)
     processor = Processor(
         t,
         settings.partitions,
@@ -171,6 +173,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         metrics=metrics,
         # takeover grace: deadlines count once `results` are read (at most a session later)
         catch_up_max_ms=settings.session_timeout_ms,
+        health=source_health,
     )
     catch_up = CatchUp(processor.on_caught_up)
     inputs = app.topic(
@@ -247,6 +250,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         output.poll()  # serve delivery callbacks
         if app.rebalancing:
             return
+        processor.health_tick(now_ms())  # no table write: the counts go out by the output
         for p in processor.partitions_to_tick(now_ms()):
             await ticks.send(key=None, value=b"tick", partition=p)
 
@@ -267,10 +271,12 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
     @app.task  # type: ignore[untyped-decorator]  # at start-up, after recovery
     async def start_consumer_lag() -> None:
         lag.start()
+        health_table.start()
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]
     def stop_consumer_lag(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         lag.stop(timeout_s=1.0)  # a refresh still running ends with the process
+        health_table.stop()
 
     @app.page("/metrics")
     async def prometheus_metrics(web: Any, request: Any) -> Any:

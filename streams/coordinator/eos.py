@@ -22,6 +22,7 @@ from typing import Any
 
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
+from streams.coordinator.health import guard
 from streams.coordinator.metrics import ConsumerLagCollector, CoordinatorMetrics, consumer_groups
 from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
@@ -108,6 +109,7 @@ class ConfluentEngine:
         self.metrics = CoordinatorMetrics(
             top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
         )
+        source_health, self._health_table = guard(settings)
         self.processor = Processor(
             t,
             settings.partitions,
@@ -120,6 +122,7 @@ class ConfluentEngine:
             transactional=True,
             # takeover grace: deadlines count once `results` are read (at most a session later)
             catch_up_max_ms=settings.session_timeout_ms,
+            health=source_health,
         )
         self.positions: dict[tuple[str, int], int] = {}
         self.owned: set[int] = set()
@@ -136,6 +139,7 @@ class ConfluentEngine:
 
     def run(self) -> None:
         self.clients.init_transactions()
+        self._health_table.start()
         self.clients.subscribe(self.inputs, self._on_assigned, self._on_revoked, self._on_lost)
         interval_s = self.settings.commit_interval_ms / 1000
         last_commit = time.monotonic()
@@ -193,6 +197,7 @@ class ConfluentEngine:
             self.catch_up.reached(p, self.positions.get((results, p), -1))
 
     def _punctuate(self, now: int) -> None:
+        self.processor.health_tick(now)  # its counts join the open transaction
         for partition in self.processor.partitions_to_tick(now):
             try:
                 self.processor.on_tick(partition, now)
@@ -359,6 +364,7 @@ class ConfluentEngine:
             log.warning("final commit aborted (%s)", exc)
             self.clients.abort()
         self.clients.close()  # leaves the group; the revocation commits nothing more
+        self._health_table.stop()
         self.state.close_all()
 
     def health(self) -> dict[str, Any]:

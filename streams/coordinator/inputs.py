@@ -13,6 +13,7 @@ import logging
 from collections import Counter
 
 from streams.coordinator.announcer import Announcer, Message, send_all
+from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter
@@ -48,6 +49,8 @@ class _Rejected(Exception):
 
 
 class Inputs:
+    health: SourceHealth | None = None  # the outage guard (set by the Processor)
+
     def __init__(
         self,
         topics: Topics,
@@ -141,7 +144,9 @@ class Inputs:
             ):
                 return
             state = record.state
-        decision = apply_result(state, result, now_ms)
+        health = self.health
+        hold_ms = 0 if health is None or state is None else health.hold_ms(state)
+        decision = apply_result(state, result, now_ms, hold_ms)
         if (decision.rejected is not None or decision.ignored is not None) and self._settled(
             decision
         ):
@@ -221,6 +226,8 @@ class Inputs:
         if decision.timeouts or decision.requeues:
             stats["timeouts"] += decision.timeouts
             stats["requeues"] += decision.requeues
+        if self.health is not None:
+            self.health.note(partition, stream_id, state)
         if state is None:
             self.records.delete(stream_id)
             if self.replays is not None:

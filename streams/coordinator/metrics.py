@@ -23,6 +23,13 @@ Computed at scrape time, over the streams of the partitions this coordinator own
 - ``tidemark_progress_lag_top_seconds{stream_id}``: the N streams that lag most (bounded labels);
 - ``tidemark_streams_behind{threshold}``: how many streams lag more than the threshold (seconds).
 
+The outage guard, as this coordinator decided at its last refresh (``OutageCollector``):
+
+- ``tidemark_sources_in_outage``; per source in outage, ``tidemark_outage_failing_streams`` and
+  ``tidemark_outage_streams`` (over every coordinator), ``tidemark_streams_held`` (this
+  coordinator's streams with a held window) and ``tidemark_outage_hold_seconds`` (how long the
+  source's bypasses have been held, since this coordinator saw it go into outage).
+
 Read from the cluster every few seconds by a background thread (``ConsumerLagCollector``):
 
 - ``tidemark_consumer_lag{group,topic,partition}``: high watermark - committed offset, for the
@@ -50,6 +57,7 @@ from prometheus_client.core import (
     Metric,
 )
 
+from streams.coordinator.health import Outage
 from streams.coordinator.topics import Topics
 from streams.core import Commit, Decision, Result, StreamState
 from streams.errors import TidemarkError
@@ -347,6 +355,42 @@ class EventCollector:
                 "From handling an ack to sending the commit that announces its window.",
             )
         )
+        return families
+
+
+class OutageCollector:
+    """The outage guard's gauges, from its last decision (streams.coordinator.health)."""
+
+    def __init__(
+        self, outages: Callable[[], list[Outage]], clock_ms: Callable[[], int] = wall_clock_ms
+    ) -> None:
+        self._outages = outages
+        self._clock_ms = clock_ms
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+    def collect(self) -> Iterable[Metric]:
+        outages, now_ms = self._outages(), self._clock_ms()
+        count = GaugeMetricFamily("tidemark_sources_in_outage", "Sources in outage.")
+        count.add_metric([], len(outages))
+        families: list[Metric] = [count]
+        rows = [
+            (o.source, (o.failing, o.total, o.held, max(0, now_ms - o.since_ms) / 1000))
+            for o in outages
+        ]
+        for i, (name, documentation) in enumerate(
+            (
+                ("tidemark_outage_failing_streams", "Failing streams of a source in outage."),
+                ("tidemark_outage_streams", "All streams of a source in outage."),
+                ("tidemark_streams_held", "This coordinator's streams with a held bypass."),
+                ("tidemark_outage_hold_seconds", "How long a source's bypasses are held."),
+            )
+        ):
+            family = GaugeMetricFamily(name, documentation, labels=["source"])
+            for source, values in rows:
+                family.add_metric([source], values[i])
+            families.append(family)
         return families
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
 from streams.coordinator.announcer import Announcer, send_all
+from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
@@ -34,7 +35,8 @@ from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.views import Views
-from streams.core import advance, next_due_ms
+from streams.core import advance, next_due_ms, release
+from streams.core.outage import hold_started_ms
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 
@@ -50,6 +52,8 @@ BUILD_SLICE = 2000
 
 
 class Ownership:
+    health: SourceHealth | None = None  # the outage guard (set by the Processor)
+
     def __init__(
         self,
         partitions: int,
@@ -112,6 +116,8 @@ class Ownership:
             self.index.drop(p)
             self.scavenger.drop(p)
             self.metrics.drop_partition(p)
+        if self.health is not None:
+            self.health.forget(revoked)
         if revoked:
             owned = self.owned_by(revoked)
             self.records.forget(owned)
@@ -129,6 +135,8 @@ class Ownership:
         self.unbuilt = set(self.assigned)
         self._tick_sent.clear()
         self._held.clear()  # the rebuild indexes every stream again
+        if self.health is not None:
+            self.health.forget(self.assigned)
 
     def on_caught_up(self, partition: int) -> None:
         """The engine has read `results` of `partition` up to where they stood at assignment:
@@ -251,7 +259,12 @@ class Ownership:
         if self.replays is not None:
             self.replays.advance(record.state, now_ms)
         state = record.state
-        decision = advance(state, now_ms, expire)
+        hold_ms = 0
+        if self.health is not None:
+            hold_ms = self.health.hold_ms(state)
+            if not hold_ms and hold_started_ms(state) is not None:  # its source recovered
+                self.inputs.apply(partition, stream_id, record, release(state, now_ms), now_ms)
+        decision = advance(state, now_ms, expire, hold_ms)
         self.inputs.apply(partition, stream_id, record, decision, now_ms)
         if not expire and decision.state is not None:
             wake = next_due_ms(state)
@@ -293,6 +306,8 @@ class Ownership:
                     return
             p = self.partition(stream_id)
             self.metrics.track(p, record.state)
+            if self.health is not None:
+                self.health.note(p, stream_id, record.state)
             if self.announcer.reannounce(record, now_ms):
                 self.records.save(stream_id, record, self.records.encode(record))
             if not transactional:  # what a crash may have left unsent
@@ -317,4 +332,6 @@ class Ownership:
             ):
                 self.scavenger.note(p, stream_id, record.state)
         self.unbuilt -= partitions
+        if self.health is not None:
+            self.health.built(partitions)
         log.info("indexed %d streams of partitions %s", count, sorted(partitions))

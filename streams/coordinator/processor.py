@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS, Announcer, Message, send_all
+from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
-from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.metrics import CoordinatorMetrics, OutageCollector
 from streams.coordinator.ownership import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS, Ownership
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
@@ -71,6 +72,7 @@ class Processor:
         transactional: bool = False,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
+        health: SourceHealth | None = None,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -136,6 +138,10 @@ class Processor:
             monotonic_ms,
             catch_up_max_ms,
         )
+        self.health = health  # the outage guard: see `health_tick`
+        if health is not None:
+            self._metrics.registry.register(OutageCollector(lambda: health.outages))
+        self._inputs.health = self._ownership.health = health
 
     @property
     def metrics(self) -> CoordinatorMetrics:
@@ -209,6 +215,21 @@ class Processor:
         """Rebuild the unbuilt partitions a slice at a time, ahead of their first input (see
         `Ownership.building`); run it to its end, and again while `unbuilt` is not empty."""
         return self._ownership.building(now_ms)
+
+    def health_tick(self, now_ms: int) -> None:
+        """The outage guard's periodic work (see `streams.coordinator.health`): decide every
+        source again from the global view, wake the held streams of a source that recovered
+        (their tick releases them), and publish this coordinator's counts when due. The
+        confluent engine calls it inside its open transaction, Faust from its timer."""
+        health = self.health
+        if health is None:
+            return
+        for partition, stream_id in health.refresh(now_ms):
+            if partition in self._ownership.assigned:
+                self.index.set(partition, stream_id, 0)
+        topic = self.topics.health
+        for key, value in health.entries(now_ms):
+            self.emitter.send(topic, key, value)
 
     # -- the transactional engine's hooks ------------------------------------------------
 

@@ -23,6 +23,7 @@ from streams.core import (
     state_from_dict,
     state_to_dict,
 )
+from streams.core.codec import committed_from_list, committed_to_list
 
 
 @dataclass(slots=True)
@@ -114,7 +115,7 @@ class Record:
         if self.outbox:
             doc["o"] = [
                 self.outbox_previous_ms,
-                [[w.start_ms, w.end_ms, w.reason, w.attempts] for w in self.outbox],
+                list(map(committed_to_list, self.outbox)),
             ]
         if self.pending_bypasses:
             doc["b"] = self.pending_bypasses
@@ -132,7 +133,7 @@ class Record:
         return cls(
             state,
             previous,
-            [CommittedWindow(s, e, r, a) for s, e, r, a in windows],
+            [committed_from_list("outbox", w) for w in windows],
             doc.get("b", []),
             _count(doc.get("n", 0)),
             _time(doc.get("c")),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streams.coordinator.topics import Topics
+from streams.core import OutagePolicy
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
 
@@ -25,6 +26,21 @@ def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> i
     if value < minimum:
         raise InvalidInput(name, f"must be at least {minimum}, got {value}")
     return value
+
+
+def _env_policy(env: Mapping[str, str]) -> OutagePolicy:
+    """The outage guard's settings: TIDEMARK_OUTAGE_RATIO, _MIN_STREAMS, _MAX_HOLD_MS."""
+    raw = env.get("TIDEMARK_OUTAGE_RATIO") or "0.5"
+    try:
+        ratio = float(raw)
+    except ValueError:
+        raise InvalidInput("TIDEMARK_OUTAGE_RATIO", f"must be a number, got {raw!r}") from None
+    min_streams = _env_int(env, "TIDEMARK_OUTAGE_MIN_STREAMS", 3, 1)
+    max_hold_ms = _env_int(env, "TIDEMARK_OUTAGE_MAX_HOLD_MS", 6 * 3_600_000, 0)
+    try:
+        return OutagePolicy(ratio, min_streams, max_hold_ms)
+    except InvalidInput as exc:
+        raise InvalidInput(f"TIDEMARK_{exc.field.upper()}", exc.reason) from None
 
 
 ENGINES = ("confluent", "faust")
@@ -58,6 +74,10 @@ class CoordinatorSettings:
     # /metrics: how many laggards get a stream_id label, and what lag counts as behind.
     top_laggards: int = 20
     behind_threshold_s: int = 300
+    # The outage guard (streams.core.outage, streams.coordinator.health).
+    outage: OutagePolicy = field(default_factory=OutagePolicy)
+    health_publish_ms: int = 1_000
+    health_stale_ms: int = 30_000
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -78,6 +98,10 @@ class CoordinatorSettings:
             raise InvalidInput("top_laggards", "must not be negative")
         if self.behind_threshold_s < 0:
             raise InvalidInput("behind_threshold_s", "must not be negative")
+        if self.health_publish_ms < 10:
+            raise InvalidInput("health_publish_ms", "must be at least 10")
+        if self.health_stale_ms <= self.health_publish_ms:
+            raise InvalidInput("health_stale_ms", "must be longer than health_publish_ms")
 
     @property
     def instance(self) -> str:
@@ -103,4 +127,7 @@ class CoordinatorSettings:
             web_port=_env_int(env, "TIDEMARK_WEB_PORT", 6066, 0),
             top_laggards=_env_int(env, "TIDEMARK_TOP_LAGGARDS", 20, 0),
             behind_threshold_s=_env_int(env, "TIDEMARK_BEHIND_THRESHOLD_S", 300, 0),
+            outage=_env_policy(env),
+            health_publish_ms=_env_int(env, "TIDEMARK_HEALTH_PUBLISH_MS", 1_000, 10),
+            health_stale_ms=_env_int(env, "TIDEMARK_HEALTH_STALE_MS", 30_000, 20),
         )

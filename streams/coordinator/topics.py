@@ -52,6 +52,11 @@ class Topics:
         return f"{self.prefix}.rejected"
 
     @property
+    def health(self) -> str:
+        """Per partition, the failing and total streams of each source (the outage guard)."""
+        return f"{self.prefix}.health"
+
+    @property
     def app_id(self) -> str:
         """The Faust app id, which is also the coordinators' consumer group."""
         return f"{self.prefix}-coordinator"
@@ -92,6 +97,9 @@ class Topics:
         specs.insert(0, TopicSpec(self.control, partitions, replication, CONTROL_RETENTION))
         specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.streams, partitions, replication, COMPACTED))
+        # Read whole by every coordinator, like a global table: one partition, one entry per
+        # partition of the streams (streams.coordinator.health).
+        specs.append(TopicSpec(self.health, 1, replication, COMPACTED))
         specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
         specs.append(TopicSpec(self.replays_changelog, partitions, replication, COMPACTED))
         # A stream's state can outgrow Kafka's default 1 MiB at the bounds streams.core allows

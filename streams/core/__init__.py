@@ -32,6 +32,14 @@ from streams.core.model import (
     bypass_key,
     task_id,
 )
+from streams.core.outage import (
+    OutagePolicy,
+    SourceCounts,
+    in_outage,
+    is_failing,
+    release,
+    sources_in_outage,
+)
 from streams.core.replay import Replay, ReplayDecision, ReplayState
 from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy, retry_delay_ms
 
@@ -47,6 +55,7 @@ __all__ = [
     "Exponential",
     "Fixed",
     "Immediate",
+    "OutagePolicy",
     "Pause",
     "Replay",
     "ReplayDecision",
@@ -54,6 +63,7 @@ __all__ = [
     "Result",
     "Resume",
     "RetryPolicy",
+    "SourceCounts",
     "StreamConfig",
     "StreamState",
     "Task",
@@ -67,8 +77,12 @@ __all__ = [
     "config_to_dict",
     "create_state",
     "flush",
+    "in_outage",
+    "is_failing",
     "next_due_ms",
+    "release",
     "retry_delay_ms",
+    "sources_in_outage",
     "state_from_dict",
     "state_to_dict",
     "task_id",

@@ -1,6 +1,7 @@
 """A stream's state as a compact, JSON-compatible dict (schema "v": 1), and back.
 
-Committed windows are `[start_ms, end_ms, reason, attempts]`, errors `[kind, message]`; window
+Committed windows are `[start_ms, end_ms, reason, attempts]` (and `held_ms` fifth when the
+window was held by the outage guard), errors `[kind, message]`; window
 fields that hold their default (0, None, False, empty) are left out.
 """
 
@@ -30,7 +31,7 @@ def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
         "frontier_ms": state.frontier_ms,
         "paused": state.paused,
         "windows": list(map(_window_to_dict, state.windows)),
-        "unannounced": list(map(_committed_to_list, state.unannounced)),
+        "unannounced": list(map(committed_to_list, state.unannounced)),
         "incarnation": state.incarnation,
     }
     if state.finished_ms is not None:
@@ -57,7 +58,7 @@ def state_from_dict(d: Any) -> StreamState:
             frontier_ms=check_int("frontier_ms", d["frontier_ms"]),
             paused=paused,
             windows=[_window_from_dict(w) for w in d["windows"]],
-            unannounced=[_committed_from_list("unannounced", c) for c in d["unannounced"]],
+            unannounced=[committed_from_list("unannounced", c) for c in d["unannounced"]],
             # absent in states stored before incarnations: 0
             incarnation=check_int("incarnation", d.get("incarnation", 0), 0),
             finished_ms=_int_or(d.get("finished_ms"), None, "finished_ms"),
@@ -92,7 +93,9 @@ def _window_to_dict(window: Window) -> dict[str, Any]:
     if window.finished:
         d["finished"] = True
     if window.closed:
-        d["closed"] = [_committed_to_list(done) for done in window.closed]
+        d["closed"] = [committed_to_list(done) for done in window.closed]
+    if window.held_since_ms is not None:
+        d["held_since_ms"] = window.held_since_ms
     return d
 
 
@@ -117,9 +120,8 @@ def _window_from_dict(d: dict[str, Any]) -> Window:
         retried_count=_int_or(get("retried_count"), 0, "windows.retried_count"),
         last_error=error,
         finished=get("finished") is True,
-        closed=[]
-        if closed is None
-        else [_committed_from_list("windows.closed", c) for c in closed],
+        closed=[] if closed is None else [committed_from_list("windows.closed", c) for c in closed],
+        held_since_ms=_int_or(get("held_since_ms"), None, "windows.held_since_ms"),
     )
 
 
@@ -135,14 +137,25 @@ def _int_or(value: Any, default: int | None, field: str) -> int | None:
     return value
 
 
-def _committed_to_list(done: CommittedWindow) -> list[Any]:
-    return [done.start_ms, done.end_ms, done.reason, done.attempts]
+def committed_to_list(done: CommittedWindow) -> list[Any]:
+    """`[start_ms, end_ms, reason, attempts]`, plus `held_ms` when the window was held."""
+    if done.held_ms is None:
+        return [done.start_ms, done.end_ms, done.reason, done.attempts]
+    return [done.start_ms, done.end_ms, done.reason, done.attempts, done.held_ms]
 
 
-def _committed_from_list(field: str, item: list[Any]) -> CommittedWindow:
-    start_ms, end_ms, reason, attempts = item
+def committed_from_list(field: str, item: list[Any]) -> CommittedWindow:
+    """Invert `committed_to_list`; a malformed item raises InvalidInput naming `field`."""
+    if not isinstance(item, list) or len(item) not in (4, 5):
+        raise InvalidInput(field, "must be [start_ms, end_ms, reason, attempts(, held_ms)]")
+    start_ms, end_ms, reason, attempts = item[:4]
     if reason not in ("ack", "bypass", "replayed"):
         raise InvalidInput(field, f"unknown reason {reason!r}")
+    held_ms = check_int(field, item[4], 0) if len(item) == 5 else None
     return CommittedWindow(
-        check_int(field, start_ms), check_int(field, end_ms), reason, check_int(field, attempts)
+        check_int(field, start_ms),
+        check_int(field, end_ms),
+        reason,
+        check_int(field, attempts),
+        held_ms,
     )

@@ -25,6 +25,9 @@ from streams.core.retry import Exponential, Fixed, Immediate, RetryPolicy
 from streams.errors import InvalidInput
 
 MAX_STREAM_ID_CHARS = 200
+# A source names what a stream reads from (e.g. a query endpoint); the outage guard counts the
+# streams that share one (streams.core.outage).
+MAX_SOURCE_CHARS = 200
 # Each window in flight is state and a task; a catch-up needs tens, not millions.
 MAX_IN_FLIGHT = 1000
 # non_retryable is kept in the state: a few dozen kinds, each no longer than a nack's kind can be
@@ -65,6 +68,7 @@ class StreamConfig:
     end_ms: int | None = None
     gc_grace_ms: int = DEFAULT_GC_GRACE_MS
     bypass_retention_ms: int = DEFAULT_BYPASS_RETENTION_MS
+    source: str | None = None  # what the stream reads from; None shares no source
 
     def __post_init__(self) -> None:
         stream_id = check_str("stream_id", self.stream_id)
@@ -95,6 +99,10 @@ class StreamConfig:
                 raise InvalidInput("end_ms", f"must be a multiple of step_ms ({step_ms})")
         check_int("gc_grace_ms", self.gc_grace_ms, 1, MAX_DURATION_MS)
         check_int("bypass_retention_ms", self.bypass_retention_ms, 1, MAX_DURATION_MS)
+        if self.source is not None:
+            source = check_str("source", self.source)
+            if not source or len(source) > MAX_SOURCE_CHARS:
+                raise InvalidInput("source", f"must be 1 to {MAX_SOURCE_CHARS} characters")
         object.__setattr__(self, "non_retryable", _kinds(self.non_retryable))
         object.__setattr__(self, "params", _params(self.params))
 
@@ -177,6 +185,7 @@ _PLAIN_FIELDS = (
     "end_ms",
     "gc_grace_ms",
     "bypass_retention_ms",
+    "source",
 )
 
 
@@ -201,8 +210,12 @@ def config_from_dict(d: Mapping[str, Any]) -> StreamConfig:
 
 
 def config_to_dict(config: StreamConfig) -> dict[str, Any]:
-    """The JSON-compatible wire dict of `config`; `config_from_dict` inverts it."""
-    return {
+    """The JSON-compatible wire dict of `config`; `config_from_dict` inverts it.
+
+    `source` is present only when set, so that a config without one encodes (and so hashes into
+    its incarnation) exactly as before sources existed.
+    """
+    d: dict[str, Any] = {
         "stream_id": config.stream_id,
         "start_ms": config.start_ms,
         "window_ms": config.window_ms,
@@ -219,6 +232,9 @@ def config_to_dict(config: StreamConfig) -> dict[str, Any]:
         "gc_grace_ms": config.gc_grace_ms,
         "bypass_retention_ms": config.bypass_retention_ms,
     }
+    if config.source is not None:
+        d["source"] = config.source
+    return d
 
 
 def retry_from_dict(d: Any) -> RetryPolicy:

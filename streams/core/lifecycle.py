@@ -9,7 +9,8 @@
 |   attempt               | the frontier to ack_ms; of an earlier one leaves (ack_ms, end] to do  |
 | nack "shutdown"         | requeued at once; the retry budget is untouched                       |
 | nack or passed deadline | a failure: bypass if the kind is non-retryable, max_attempts failed   |
-|   of the current attempt| or now - first_failed_ms >= bypass_after_ms; else retry when due      |
+|   of the current attempt| or now - first_failed_ms >= bypass_after_ms (unless held: core.hold); |
+|                         | else retry when due                                                   |
 | bypass                  | closes the last window at trunc(end_ms, step_ms) if that is after its |
 |                         | start (the frontier restarts there), any other at end_ms              |
 | heartbeat, current      | deadline_ms = now + task_timeout_ms                                   |
@@ -43,6 +44,7 @@ import hashlib
 import json
 
 from streams.core.config import StreamConfig, config_to_dict
+from streams.core.hold import bypass_held, held_ms
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
     BypassRecord,
@@ -141,8 +143,14 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
     return _decide(state, now_ms)
 
 
-def apply_result(state: StreamState | None, result: Result, now_ms: int) -> Decision:
-    """Apply a worker's ack, nack or heartbeat (see the rule table above)."""
+def apply_result(
+    state: StreamState | None, result: Result, now_ms: int, max_hold_ms: int = 0
+) -> Decision:
+    """Apply a worker's ack, nack or heartbeat (see the rule table above).
+
+    `max_hold_ms`: how long a time-based bypass may be held (streams.core.hold); 0 unless the
+    stream's source is in outage.
+    """
     if state is None:
         return Decision(None, rejected=UNKNOWN_STREAM)
     problem = _result_problem(result, now_ms)
@@ -177,20 +185,23 @@ def apply_result(state: StreamState | None, result: Result, now_ms: int) -> Deci
     outcome = result.outcome
     if outcome == "ack":
         assert result.ack_ms is not None  # checked by _result_problem
-        _ack(state, window, index, result.ack_ms)
+        _ack(state, window, index, result.ack_ms, now_ms)
         return _decide(state, now_ms)
     if result.attempt < window.attempt or not window.in_flight:
         return Decision(state, ignored="stale")
     if outcome == "heartbeat":
         window.deadline_ms = now_ms + state.config.task_timeout_ms
         return _decide(state, now_ms)
-    bypass = _fail(state, window, index, result.error or NACK_WITHOUT_ERROR, now_ms)
+    error = result.error or NACK_WITHOUT_ERROR
+    bypass = _fail(state, window, index, error, now_ms, max_hold_ms)
     if bypass is None:
         return _decide(state, now_ms, requeues=1)
     return _decide(state, now_ms, bypasses=(bypass,))
 
 
-def advance(state: StreamState | None, now_ms: int, expire: bool = True) -> Decision:
+def advance(
+    state: StreamState | None, now_ms: int, expire: bool = True, max_hold_ms: int = 0
+) -> Decision:
     """The time-driven step: fail every attempt whose deadline passed, then dispatch what is due.
 
     `expire=False` dispatches without failing any attempt: a new owner that has not yet read the
@@ -215,7 +226,7 @@ def advance(state: StreamState | None, now_ms: int, expire: bool = True) -> Deci
         if window.in_flight and deadline_ms is not None and deadline_ms <= now_ms:
             timeouts += 1
             error = ErrorInfo("timeout", f"no result by deadline_ms {deadline_ms}")
-            bypass = _fail(state, window, index, error, now_ms)
+            bypass = _fail(state, window, index, error, now_ms, max_hold_ms)
             if bypass is None:
                 requeues += 1
             else:
@@ -293,9 +304,10 @@ def _result_problem(result: Result, now_ms: int) -> str | None:
     return None
 
 
-def _ack(state: StreamState, window: Window, index: int, ack_ms: int) -> None:
+def _ack(state: StreamState, window: Window, index: int, ack_ms: int, now_ms: int) -> None:
     """Finish (start, ack_ms]; what remains of a partially acked window stays to do."""
-    window.closed.append(CommittedWindow(window.start_ms, ack_ms, "ack", window.attempt))
+    held = held_ms(window, now_ms)
+    window.closed.append(CommittedWindow(window.start_ms, ack_ms, "ack", window.attempt, held))
     is_last = index == len(state.windows) - 1
     if ack_ms == window.end_ms or is_last:
         window.finished = True
@@ -310,11 +322,11 @@ def _ack(state: StreamState, window: Window, index: int, ack_ms: int) -> None:
     window.attempt = window.retried_count = 0
     window.in_flight = False
     window.dispatched_ms = window.deadline_ms = window.first_failed_ms = None
-    window.last_error = None
+    window.last_error = window.held_since_ms = None
 
 
 def _fail(
-    state: StreamState, window: Window, index: int, error: ErrorInfo, now_ms: int
+    state: StreamState, window: Window, index: int, error: ErrorInfo, now_ms: int, max_hold_ms: int
 ) -> BypassRecord | None:
     """Record a failed attempt; bypass the window if the rule allows, else schedule a retry.
 
@@ -336,7 +348,10 @@ def _fail(
     if (
         error.kind in config.non_retryable
         or (max_attempts is not None and window.retried_count >= max_attempts)
-        or now_ms - first_failed_ms >= config.bypass_after_ms
+        or (
+            now_ms - first_failed_ms >= config.bypass_after_ms
+            and not bypass_held(window, now_ms, max_hold_ms)
+        )
     ):
         return _bypass(state, window, index, first_failed_ms, now_ms)
     delay_ms = retry_delay_ms(config.retry, config.stream_id, window.start_ms, window.retried_count)
@@ -355,7 +370,8 @@ def _bypass(
             end_ms = truncated_ms
         state.frontier_ms = end_ms
     window.finished = True
-    window.closed.append(CommittedWindow(window.start_ms, end_ms, "bypass", window.attempt))
+    held = held_ms(window, now_ms)
+    window.closed.append(CommittedWindow(window.start_ms, end_ms, "bypass", window.attempt, held))
     return BypassRecord(
         stream_id=state.config.stream_id,
         start_ms=window.start_ms,

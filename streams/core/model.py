@@ -72,21 +72,26 @@ class CommittedWindow:
     """An interval (start_ms, end_ms] closed by one ack or one bypass (or a replay).
 
     `attempts` counts the window's dispatches, the closing one and shutdowns included (unlike
-    `BypassRecord.attempts`, which counts failures).
+    `BypassRecord.attempts`, which counts failures). `held_ms`: how long the outage guard held
+    the window's bypass before it closed (None: it was never held; see streams.core.outage).
     """
 
     start_ms: int
     end_ms: int
     reason: CloseReason
     attempts: int
+    held_ms: int | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire: dict[str, Any] = {
             "start_ms": self.start_ms,
             "end_ms": self.end_ms,
             "reason": self.reason,
             "attempts": self.attempts,
         }
+        if self.held_ms is not None:
+            wire["held_ms"] = self.held_ms
+        return wire
 
 
 @dataclass(slots=True)
@@ -97,7 +102,8 @@ class Window:
     result, until `deadline_ms`. A waiting window is dispatched once `now_ms >= due_ms`.
     `closed` holds intervals of this window that are finished but not yet passed by
     `downstream_ms`: the prefix before `start_ms` left by partial acks, and, once `finished`, the
-    window's own closing interval.
+    window's own closing interval. `held_since_ms`: when the outage guard first held the
+    window's time-based bypass (the failure at which the seed's rule would have bypassed it).
     """
 
     start_ms: int
@@ -112,6 +118,7 @@ class Window:
     last_error: ErrorInfo | None = None
     finished: bool = False
     closed: list[CommittedWindow] = field(default_factory=list)
+    held_since_ms: int | None = None
 
 
 @dataclass(slots=True)

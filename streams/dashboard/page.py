@@ -223,6 +223,10 @@ function renderHeader(doc) {
   const banner = document.getElementById("problem");
   banner.hidden = !doc.refresh_error;
   banner.textContent = doc.refresh_error ? "Read model refresh failed: " + doc.refresh_error : "";
+  const outage = document.getElementById("outage");
+  const lines = (doc.outages || []).map((o) => o.line);
+  outage.hidden = lines.length === 0;
+  outage.textContent = lines.join("; ");
 }
 
 function renderAge() {
@@ -317,6 +321,7 @@ HTML = f"""<!doctype html>
 <main>
   <div class="banner" id="offline" role="alert" hidden></div>
   <div class="banner" id="problem" role="alert" hidden></div>
+  <div class="banner" id="outage" role="alert" hidden></div>
   <section id="streams">
     <h2>Streams</h2>
     <table>

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from streams.clock import now_ms
+from streams.coordinator.topics import Topics
 from streams.dashboard import page
 from streams.dashboard.state import (
     RECENT_BYPASSES,
@@ -35,6 +36,7 @@ from streams.dashboard.state import (
 )
 from streams.errors import TidemarkError
 from streams.kafka.settings import KafkaSettings
+from streams.outages import HealthReader, SourceOutage
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ class DashboardServer:
         model: ReadModelSource | None = None,
         refresh_interval_s: float = 1.0,
         clock: Callable[[], int] = now_ms,
+        outages: Callable[[int], list[SourceOutage]] | None = None,
     ) -> None:
         self.settings = settings or KafkaSettings()
         self.prefix = prefix
@@ -78,6 +81,8 @@ class DashboardServer:
         self.refresh_interval_s = refresh_interval_s
         self.clock = clock
         self._model = model
+        self._outages = outages  # the sources in outage at a time; None: read from `health`
+        self._health: HealthReader | None = None
         self._snapshot = Snapshot()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -104,6 +109,9 @@ class DashboardServer:
 
             try:
                 self._model = ReadModel(self.settings, self.prefix)
+                if self._outages is None:
+                    self._health = HealthReader(self.settings, Topics(self.prefix).health)
+                    self._outages = self._health.outages
             except BaseException:
                 self._httpd.server_close()
                 self._httpd = None
@@ -135,6 +143,9 @@ class DashboardServer:
         if self._model is not None:
             self._model.close()
             self._model = None
+        if self._health is not None:
+            self._health.close()
+            self._health = None
 
     def __enter__(self) -> DashboardServer:
         return self.start()
@@ -159,6 +170,9 @@ class DashboardServer:
         try:
             model.refresh()
             fresh = Snapshot.of(model.streams(), model.bypasses(RECENT_BYPASSES), self.clock())
+            if self._outages is not None:
+                outages = tuple(self._outages(fresh.refreshed_ms or self.clock()))
+                fresh = dataclasses.replace(fresh, outages=outages)
         except Exception as exc:  # the page must keep serving the last good data
             error = f"{type(exc).__name__}: {exc}"[:500]
             if error != self.snapshot().refresh_error:  # log a lasting failure once

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from streams.outages import SourceOutage
+
 STATES = ("live", "catching up", "retrying", "paused", "finished")
 RECENT_BYPASSES = 50
 MAX_MESSAGE_CHARS = 2000
@@ -67,6 +69,7 @@ class Snapshot:
     bypasses: tuple[BypassLike, ...] = ()
     refreshed_ms: int | None = None
     refresh_error: str | None = None
+    outages: tuple[SourceOutage, ...] = ()  # sources in outage (streams.outages): the banner
 
     @classmethod
     def of(
@@ -94,6 +97,7 @@ def state_document(snapshot: Snapshot, now_ms: int) -> dict[str, Any]:
         "counts": counts,
         "streams": streams,
         "bypasses": [_bypass(view) for view in snapshot.bypasses],
+        "outages": [{**o.to_json(), "line": o.line(now_ms)} for o in snapshot.outages],
     }
 
 

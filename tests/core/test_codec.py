@@ -77,7 +77,7 @@ def _broken(change: dict[str, Any]) -> dict[str, Any]:
         ),
         ({"windows": 7}, "state"),
         ({"unannounced": [[1, 2, "maybe", 1]]}, "unannounced"),
-        ({"unannounced": [[1, 2]]}, "state"),
+        ({"unannounced": [[1, 2]]}, "unannounced"),
     ],
 )
 def test_a_malformed_state_raises_invalid_input(change: dict[str, Any], field: str) -> None:

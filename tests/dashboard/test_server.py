@@ -91,7 +91,16 @@ def test_binds_to_loopback_by_default(server: DashboardServer) -> None:
 def test_api_state_shape(server: DashboardServer, model: FakeReadModel) -> None:
     status, doc = get_json(server, "/api/state")
     assert status == 200
-    assert set(doc) == {"now_ms", "refreshed_ms", "refresh_error", "counts", "streams", "bypasses"}
+    assert set(doc) == {
+        "now_ms",
+        "refreshed_ms",
+        "refresh_error",
+        "counts",
+        "streams",
+        "bypasses",
+        "outages",
+    }
+    assert doc["outages"] == []
     assert doc["now_ms"] == NOW
     assert doc["refreshed_ms"] == NOW
     assert doc["counts"] == {

@@ -1,0 +1,211 @@
+"""The outage guard across partitions and coordinators (the pure rule: streams.core.outage).
+
+Each coordinator counts, per partition it owns and per source, its failing and total streams
+(`note`, after every decision), and publishes them every `publish_ms` to the compacted
+`{prefix}.health` topic, keyed by partition (`entries`): with the confluent engine inside the
+open transaction, so the counts commit with the state they describe; with Faust through its
+output producer. Every coordinator reads that topic whole (streams.kafka.global_table) and
+`refresh` sums, per source, its own partitions' live counts with the other partitions' entries.
+An entry older than `stale_ms` (a partition whose owner died and that no one owns yet) no longer
+counts; a new owner replaces it once it has rebuilt the partition. `stale_ms` is on the wall
+clock of the publisher against the reader's: keep the hosts' clocks in step (NTP).
+
+When a source leaves outage, `refresh` returns the local streams it holds, for their next tick
+to release them (streams.core.outage.release) inside their partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from streams.coordinator.settings import CoordinatorSettings
+from streams.core import OutagePolicy, SourceCounts, StreamState, in_outage, is_failing
+from streams.core.outage import hold_started_ms
+from streams.kafka.global_table import GlobalTable
+from streams.wire import (
+    HealthMessage,
+    SourceCountsModel,
+    decode_health,
+    encode_health,
+    health_key,
+)
+
+DEFAULT_PUBLISH_MS = 1_000
+DEFAULT_STALE_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """A source in outage, as this coordinator sees it."""
+
+    source: str
+    failing: int
+    total: int
+    since_ms: int  # when this coordinator first saw it in outage
+    held: int  # streams of it this coordinator holds
+
+
+# partition -> stream_id -> (source, failing, held)
+_Streams = dict[int, dict[str, tuple[str, bool, bool]]]
+
+
+class SourceHealth:
+    def __init__(
+        self,
+        policy: OutagePolicy,
+        owner: str,
+        view: Callable[[], Mapping[bytes, HealthMessage]] = dict,
+        publish_ms: int = DEFAULT_PUBLISH_MS,
+        stale_ms: int = DEFAULT_STALE_MS,
+    ) -> None:
+        self.policy = policy
+        self.owner = owner
+        self.publish_ms = publish_ms
+        self.stale_ms = stale_ms
+        self._view = view
+        self._streams: _Streams = {}
+        self._counts: dict[int, dict[str, list[int]]] = {}  # partition -> source -> [f, t]
+        self._held: dict[str, int] = {}  # source -> local streams with a held window
+        self._built: set[int] = set()
+        self._outages: dict[str, Outage] = {}
+        self._published_ms: int | None = None
+
+    # -- local counts --------------------------------------------------------------------
+
+    def note(self, partition: int, stream_id: str, state: StreamState | None) -> None:
+        """The stream's state after a decision (None: deleted)."""
+        source = None if state is None else state.config.source
+        streams = self._streams.get(partition)
+        old = None if streams is None else streams.get(stream_id)
+        if source is None:
+            if old is not None and streams is not None:
+                del streams[stream_id]
+                self._count(partition, old, -1)
+            return
+        assert state is not None
+        new = (source, is_failing(state), hold_started_ms(state) is not None)
+        if new == old:
+            return
+        if streams is None:
+            streams = self._streams[partition] = {}
+        streams[stream_id] = new
+        if old is not None:
+            self._count(partition, old, -1)
+        self._count(partition, new, 1)
+
+    def _count(self, partition: int, entry: tuple[str, bool, bool], sign: int) -> None:
+        sources = self._counts.setdefault(partition, {})
+        counts = sources.setdefault(entry[0], [0, 0])
+        counts[0] += sign * entry[1]
+        counts[1] += sign
+        if counts[1] == 0:
+            del sources[entry[0]]
+        if entry[2]:
+            held = self._held[entry[0]] = self._held.get(entry[0], 0) + sign
+            if not held:
+                del self._held[entry[0]]
+
+    def built(self, partitions: set[int]) -> None:
+        """Every stream of `partitions` has been noted: their counts are complete."""
+        self._built |= partitions
+
+    def forget(self, partitions: set[int]) -> None:
+        """Partitions gone (revoked, or to be rebuilt): their counts are no longer this one's."""
+        for p in partitions:
+            for entry in self._streams.pop(p, {}).values():
+                self._count(p, entry, -1)
+            self._counts.pop(p, None)
+            self._built.discard(p)
+
+    # -- the decision --------------------------------------------------------------------
+
+    def hold_ms(self, state: StreamState) -> int:
+        """The `max_hold_ms` to decide the stream with (0 unless its source is in outage)."""
+        source = state.config.source
+        if source is None or source not in self._outages:
+            return 0
+        return self.policy.max_hold_ms
+
+    def totals(self, now_ms: int) -> dict[str, SourceCounts]:
+        """Per source, its failing and total streams over every partition with a fresh entry."""
+        sums: dict[str, list[int]] = {}
+        for p in self._built:
+            for source, (failing, total) in self._counts.get(p, {}).items():
+                acc = sums.setdefault(source, [0, 0])
+                acc[0] += failing
+                acc[1] += total
+        for entry in self._view().values():
+            if entry.partition in self._built or now_ms - entry.published_ms >= self.stale_ms:
+                continue
+            for source, c in entry.sources.items():
+                acc = sums.setdefault(source, [0, 0])
+                acc[0] += c.failing
+                acc[1] += c.total
+        return {source: SourceCounts(f, t) for source, (f, t) in sums.items()}
+
+    def refresh(self, now_ms: int) -> list[tuple[int, str]]:
+        """Decide every source again; the local held streams whose source left outage."""
+        before = self._outages
+        after: dict[str, Outage] = {}
+        held = self._held
+        for source, counts in self.totals(now_ms).items():
+            if in_outage(counts, self.policy):
+                since_ms = before[source].since_ms if source in before else now_ms
+                after[source] = Outage(
+                    source, counts.failing, counts.total, since_ms, held.get(source, 0)
+                )
+        self._outages = after
+        ended = set(before) - set(after)
+        if not ended:
+            return []
+        return [
+            (p, stream_id)
+            for p, streams in self._streams.items()
+            for stream_id, (source, _, is_held) in streams.items()
+            if is_held and source in ended
+        ]
+
+    @property
+    def outages(self) -> list[Outage]:
+        """The sources in outage at the last `refresh`, by name."""
+        return sorted(self._outages.values(), key=lambda o: o.source)
+
+    # -- publishing ----------------------------------------------------------------------
+
+    def entries(self, now_ms: int) -> list[tuple[bytes, bytes]]:
+        """(key, value) of every built partition's entry when `publish_ms` has passed, else []."""
+        last = self._published_ms
+        if last is not None and 0 <= now_ms - last < self.publish_ms:
+            return []
+        self._published_ms = now_ms
+        out = []
+        outages = self._outages
+        for p in sorted(self._built):
+            sources = {
+                source: SourceCountsModel(
+                    failing=f,
+                    total=t,
+                    outage_since_ms=outages[source].since_ms if source in outages else None,
+                )
+                for source, (f, t) in self._counts.get(p, {}).items()
+            }
+            entry = HealthMessage(
+                partition=p, owner=self.owner, published_ms=now_ms, sources=sources
+            )
+            out.append((health_key(p), encode_health(entry)))
+        return out
+
+
+def guard(settings: CoordinatorSettings) -> tuple[SourceHealth, GlobalTable[HealthMessage]]:
+    """An engine's outage guard: its SourceHealth over the `health` topic read whole (start the
+    table, stop it when the engine stops)."""
+    table = GlobalTable(settings.kafka, settings.topics.health, decode_health)
+    health = SourceHealth(
+        settings.outage,
+        settings.instance,
+        table.snapshot,
+        settings.health_publish_ms,
+        settings.health_stale_ms,
+    )
+    return health, table

@@ -1,0 +1,96 @@
+"""The outage guard: when a shared source is down, hold its streams' time-based bypasses.
+
+A stream names its `source` in its config (streams without one share none). A stream is
+**failing** while one of its windows has failed and is not yet closed. A source is **in outage**
+when, over every partition and coordinator, at least `outage_min_streams` of its streams are
+failing and they make at least `outage_ratio` of them. While it is, each of its streams is
+decided with `max_hold_ms = outage_max_hold_ms` (else 0), so that a window whose retry budget
+(`bypass_after_ms`, from `first_failed_ms`) runs out keeps retrying instead of being bypassed
+(streams.core.hold), for at most `outage_max_hold_ms` from the failure that started its hold.
+Non-retryable kinds and `max_attempts` bypass as before. When the source recovers, `release`
+sends every held window out again at once; one that then acks carries `held_ms` in its commit.
+
+Pure: the counts come from the caller (streams.coordinator), time is an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from streams.core._checks import MAX_DURATION_MS, MAX_SAFE_INT, check_float, check_int
+from streams.core.lifecycle import advance
+from streams.core.model import Decision, StreamState
+from streams.errors import InvalidInput
+
+DEFAULT_OUTAGE_RATIO = 0.5
+DEFAULT_OUTAGE_MIN_STREAMS = 3
+DEFAULT_OUTAGE_MAX_HOLD_MS = 6 * 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class OutagePolicy:
+    """The guard's settings; a bad one raises InvalidInput naming `outage_<field>`."""
+
+    ratio: float = DEFAULT_OUTAGE_RATIO
+    min_streams: int = DEFAULT_OUTAGE_MIN_STREAMS
+    max_hold_ms: int = DEFAULT_OUTAGE_MAX_HOLD_MS
+
+    def __post_init__(self) -> None:
+        ratio = check_float("outage_ratio", self.ratio, 0.0, 1.0)
+        if ratio <= 0:
+            raise InvalidInput("outage_ratio", "must be above 0 (a share of a source's streams)")
+        object.__setattr__(self, "ratio", ratio)
+        check_int("outage_min_streams", self.min_streams, 1, MAX_SAFE_INT)
+        check_int("outage_max_hold_ms", self.max_hold_ms, 0, MAX_DURATION_MS)
+
+    def hold_ms(self, outage: bool) -> int:
+        """The `max_hold_ms` to decide a stream with: the hold while its source is in outage."""
+        return self.max_hold_ms if outage else 0
+
+
+class SourceCounts(NamedTuple):
+    """How many of a source's streams are failing, of how many (summed over partitions)."""
+
+    failing: int
+    total: int
+
+
+def in_outage(counts: SourceCounts, policy: OutagePolicy) -> bool:
+    """Whether a source with these counts is in outage under `policy`."""
+    failing = counts.failing
+    return failing >= policy.min_streams and failing >= policy.ratio * counts.total
+
+
+def sources_in_outage(counts: Mapping[str, SourceCounts], policy: OutagePolicy) -> frozenset[str]:
+    """The sources of `counts` that are in outage."""
+    return frozenset(source for source, c in counts.items() if in_outage(c, policy))
+
+
+def is_failing(state: StreamState) -> bool:
+    """Whether one of the stream's windows has failed and is not closed yet."""
+    return any(w.first_failed_ms is not None and not w.finished for w in state.windows)
+
+
+def hold_started_ms(state: StreamState) -> int | None:
+    """When the stream's oldest open hold started (None: no window of it is held)."""
+    starts = [
+        w.held_since_ms for w in state.windows if w.held_since_ms is not None and not w.finished
+    ]
+    return min(starts) if starts else None
+
+
+def release(state: StreamState, now_ms: int) -> Decision:
+    """The source recovered: every held window waiting for its retry is dispatched at once.
+
+    A held window's time budget is spent, so its next failure bypasses it (unless its source is
+    in outage again); its next ack commits with `held_ms`. A paused stream dispatches nothing
+    (its held windows go out when it resumes). Deadlines are left to the next `advance`.
+    """
+    if type(now_ms) is not int:
+        return Decision(state, rejected="now_ms must be an integer")
+    for window in state.windows:
+        if window.held_since_ms is not None and not window.in_flight and not window.finished:
+            window.due_ms = min(window.due_ms, now_ms)
+    return advance(state, now_ms, expire=False)

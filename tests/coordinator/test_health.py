@@ -1,0 +1,328 @@
+"""The outage guard across partitions and coordinators: SourceHealth, and the Processor with it.
+
+No broker: the `health` topic is played by a dict that the emitted health messages fill, as
+the global table fills it from the topic (its broker test: tests/kafka/test_global_table.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streams.coordinator.health import SourceHealth
+from streams.coordinator.processor import Processor
+from streams.core import OutagePolicy, SourceCounts, StreamConfig, create_state
+from streams.wire import HealthMessage, SourceCountsModel, decode_health, health_key
+
+from .fakes import T0, Driver, ack, at, nack
+
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+S_STREAMS = ("s-1", "s-2", "s-3", "s-4")
+CONFIG = {"bypass_after_ms": 180_000, "source": "S"}  # fixed 60 s retries, 60 s windows
+
+
+class Topic:
+    """The `health` topic read whole: the latest entry per key, fed by the emitters."""
+
+    def __init__(self) -> None:
+        self.entries: dict[bytes, HealthMessage] = {}
+
+    def read(self, *drivers: Driver) -> None:
+        for d in drivers:
+            for sent in d.emitter.on(d.topics.health):
+                entry = decode_health(sent.key, sent.value)
+                assert entry is not None
+                self.entries[sent.key] = entry
+
+    def view(self) -> dict[bytes, HealthMessage]:
+        return dict(self.entries)
+
+
+def guarded(
+    topic: Topic, partitions: int = 1, transactional: bool = False, owner: str = "c1"
+) -> Driver:
+    """A Driver whose Processor has an outage guard over `topic` (published every second)."""
+    d = Driver(partitions=partitions, transactional=transactional)
+    health = SourceHealth(OutagePolicy(), owner, topic.view, publish_ms=1_000, stale_ms=30_000)
+    d.processor = Processor(
+        d.topics,
+        partitions,
+        d.store,
+        d.emitter,
+        d.flush_ms,
+        replay_store=d.replay_store,
+        monotonic_ms=lambda: d._last_now_ms,
+        transactional=transactional,
+        health=health,
+    )
+    return d
+
+
+def latest(d: Driver, stream_id: str) -> dict[str, Any]:
+    tasks = [t for t in d.tasks() if t["stream_id"] == stream_id]
+    return max(tasks, key=lambda t: (t["start_ms"], t["attempt"]))
+
+
+def step(d: Driver, topic: Topic, now_ms: int) -> None:
+    """What an engine does each loop: the guard's work, ticks, and (eos) the commit."""
+    d._last_now_ms = now_ms
+    d.processor.health_tick(now_ms)
+    topic.read(d)
+    d.processor.health_tick(now_ms)  # decide from the view that includes its own entries
+    d.tick(now_ms)
+
+
+def start(d: Driver, topic: Topic, streams: tuple[str, ...], **config: Any) -> None:
+    for stream_id in streams:
+        d.upsert(stream_id, at(10, 0, 30), **config)
+    d.processor.on_assigned(range(d.partitions))
+    step(d, topic, at(10, 0, 30))
+    step(d, topic, at(10, 1))
+
+
+def fail_all(d: Driver, streams: tuple[str, ...], now_ms: int) -> None:
+    for stream_id in streams:
+        d.result(nack(latest(d, stream_id)), now_ms)
+
+
+def bypassed_streams(d: Driver) -> set[str]:
+    return {s.json()["stream_id"] for s in d.bypassed()}
+
+
+# -- SourceHealth on its own -----------------------------------------------------------------------
+
+
+def _state(stream_id: str, source: str | None, failing: bool) -> Any:
+    state = create_state(StreamConfig(stream_id, T0, source=source), T0 + 60_000).state
+    assert state is not None
+    if failing:
+        state.windows[0].first_failed_ms = T0 + 60_000
+    return state
+
+
+def test_counts_follow_each_streams_latest_state() -> None:
+    health = SourceHealth(OutagePolicy(), "c1")
+    health.note(0, "a", _state("a", "S", True))
+    health.note(0, "b", _state("b", "S", False))
+    health.note(1, "c", _state("c", "S", True))
+    health.note(1, "d", _state("d", None, True))  # no source: counted nowhere
+    health.built({0, 1})
+    assert health.totals(T0) == {"S": SourceCounts(2, 3)}
+    health.note(0, "a", _state("a", "S", False))
+    health.note(1, "c", None)  # deleted
+    assert health.totals(T0) == {"S": SourceCounts(0, 2)}
+    health.note(0, "b", _state("b", "R", True))  # moved to another source
+    assert health.totals(T0) == {"S": SourceCounts(0, 1), "R": SourceCounts(1, 1)}
+
+
+def test_partitions_not_built_or_forgotten_are_not_counted_from_memory() -> None:
+    health = SourceHealth(OutagePolicy(), "c1")
+    health.note(0, "a", _state("a", "S", True))
+    assert health.totals(T0) == {}
+    health.built({0})
+    assert health.totals(T0) == {"S": SourceCounts(1, 1)}
+    health.forget({0})
+    assert health.totals(T0) == {}
+
+
+def _entry(partition: int, published_ms: int, failing: int, total: int) -> HealthMessage:
+    counts = SourceCountsModel(failing=failing, total=total)
+    return HealthMessage(
+        partition=partition, owner="c2", published_ms=published_ms, sources={"S": counts}
+    )
+
+
+def test_other_partitions_count_from_their_fresh_entries_and_stale_ones_expire() -> None:
+    view = {health_key(1): _entry(1, T0, 3, 4), health_key(0): _entry(0, T0, 9, 9)}
+    health = SourceHealth(OutagePolicy(), "c1", lambda: view, stale_ms=30_000)
+    health.note(0, "a", _state("a", "S", False))
+    health.built({0})
+    # partition 0 is this coordinator's: its live counts, not the published entry
+    assert health.totals(T0 + 29_999) == {"S": SourceCounts(3, 5)}
+    assert health.totals(T0 + 30_000) == {"S": SourceCounts(0, 1)}  # partition 1's expired
+
+
+def test_refresh_tracks_outages_and_returns_held_streams_when_one_ends() -> None:
+    view = {health_key(1): _entry(1, T0, 3, 3)}
+    health = SourceHealth(OutagePolicy(), "c1", lambda: view)
+    held = _state("a", "S", True)
+    held.windows[0].held_since_ms = T0 + 60_000
+    health.note(0, "a", held)
+    health.built({0})
+    assert health.refresh(T0) == []
+    (outage,) = health.outages
+    assert (outage.source, outage.failing, outage.total, outage.since_ms, outage.held) == (
+        "S",
+        4,
+        4,
+        T0,
+        1,
+    )
+    assert health.hold_ms(held) == OutagePolicy().max_hold_ms
+    assert health.refresh(T0 + 5_000) == [] and health.outages[0].since_ms == T0
+    view[health_key(1)] = _entry(1, T0 + 6_000, 0, 3)
+    assert health.refresh(T0 + 6_000) == [(0, "a")]
+    assert health.outages == [] and health.hold_ms(held) == 0
+
+
+def test_entries_are_published_per_built_partition_once_per_interval() -> None:
+    health = SourceHealth(OutagePolicy(), "c1", publish_ms=1_000)
+    health.note(2, "a", _state("a", "S", True))
+    health.built({2, 3})
+    first = health.entries(T0)
+    assert [key for key, _ in first] == [b"2", b"3"]
+    entry = decode_health(*first[0])
+    assert entry is not None and entry.sources["S"] == SourceCountsModel(failing=1, total=1)
+    assert (entry.owner, entry.published_ms) == ("c1", T0)
+    empty = decode_health(*first[1])
+    assert empty is not None and empty.sources == {}  # replaces what a dead owner left
+    assert health.entries(T0 + 999) == []
+    assert len(health.entries(T0 + 1_000)) == 2
+
+
+# -- the Processor with the guard ------------------------------------------------------------------
+
+
+@BOTH_ENGINES
+def test_streams_of_a_source_failing_together_are_held_and_a_lone_one_is_bypassed(
+    transactional: bool,
+) -> None:
+    topic = Topic()
+    d = guarded(topic, transactional=transactional)
+    start(d, topic, S_STREAMS, **CONFIG)
+    start(d, topic, ("r-1",), bypass_after_ms=180_000, source="R")
+    for minute in range(1, 10):  # every attempt fails, a minute apart
+        if minute > 1:
+            step(d, topic, at(10, minute, 5))
+        fail_all(d, (*S_STREAMS, "r-1"), at(10, minute, 5))
+        step(d, topic, at(10, minute, 6))
+    assert bypassed_streams(d) == {"r-1"}  # at 10:04:05, three minutes after its first failure
+    (outage,) = d.processor.health.outages  # type: ignore[union-attr]
+    assert (outage.source, outage.failing, outage.total, outage.held) == ("S", 4, 4, 4)
+    assert {t["attempt"] for t in d.tasks() if t["stream_id"] == "s-1"} == set(range(1, 10))
+    health = [e for e in topic.entries.values() if e.sources]
+    assert health and health[0].sources["S"] == SourceCountsModel(
+        failing=4, total=4, outage_since_ms=at(10, 1, 6)
+    )
+
+
+@BOTH_ENGINES
+def test_on_recovery_held_windows_go_out_at_once_and_commit_with_held_ms(
+    transactional: bool,
+) -> None:
+    topic = Topic()
+    d = guarded(topic, transactional=transactional)
+    start(d, topic, S_STREAMS, **CONFIG)
+    for minute in range(1, 6):
+        if minute > 1:
+            step(d, topic, at(10, minute, 5))
+        fail_all(d, S_STREAMS, at(10, minute, 5))
+        step(d, topic, at(10, minute, 6))
+    # held since 10:04:05; the source comes back: two streams ack their retries
+    step(d, topic, at(10, 6, 5))
+    fail_all(d, ("s-3", "s-4"), at(10, 6, 6))  # these two wait for their retry at 10:07:06
+    for stream_id in ("s-1", "s-2"):
+        d.result(ack(latest(d, stream_id)), at(10, 6, 7))
+    d.emitter.clear()
+    step(d, topic, at(10, 6, 8))  # 2 of 4 failing: no outage; s-3 and s-4 are released
+    released = {t["stream_id"]: t for t in d.tasks()}
+    assert set(released) == {"s-3", "s-4"}
+    assert {t["dispatched_ms"] for t in released.values()} == {at(10, 6, 8)}
+    for stream_id in ("s-3", "s-4"):
+        d.result(ack(latest(d, stream_id)), at(10, 6, 9))
+    step(d, topic, at(10, 6, 10))
+    if transactional:
+        d.checkpoint(at(10, 6, 10))
+    commits = {c["stream_id"]: c["windows"][0] for c in d.commits()}
+    assert commits["s-3"]["reason"] == "ack"
+    assert commits["s-3"]["held_ms"] == at(10, 6, 9) - at(10, 4, 5)
+    assert d.bypassed() == []
+
+
+def test_the_view_crosses_coordinators_and_a_dead_ones_counts_expire() -> None:
+    topic = Topic()
+    one = guarded(topic, partitions=2, owner="c1")
+    two = guarded(topic, partitions=2, owner="c2")
+    streams = ("s-1", "s-2", "s-3", "s-4", "s-5", "s-6")
+    by_partition = {p: tuple(s for s in streams if one.partition(s) == p) for p in (0, 1)}
+    assert all(len(group) >= 2 for group in by_partition.values())
+    for d, p in ((one, 0), (two, 1)):
+        for stream_id in by_partition[p]:
+            d.upsert(stream_id, at(10, 0, 30), **CONFIG)
+        d.processor.on_assigned([p])
+
+    def both(now_ms: int) -> None:
+        for d in (one, two):
+            d._last_now_ms = now_ms
+            d.processor.health_tick(now_ms)
+        topic.read(one, two)
+        for d in (one, two):
+            d.processor.health_tick(now_ms)
+            d.tick(now_ms)
+
+    both(at(10, 0, 30))
+    both(at(10, 1))
+    for minute in range(1, 6):
+        if minute > 1:
+            both(at(10, minute, 5))
+        for d, p in ((one, 0), (two, 1)):
+            fail_all(d, by_partition[p], at(10, minute, 5))
+        both(at(10, minute, 6))
+    assert one.bypassed() == [] and two.bypassed() == []
+    for d in (one, two):
+        (outage,) = d.processor.health.outages  # type: ignore[union-attr]
+        assert (outage.failing, outage.total) == (6, 6)
+    # coordinator two dies: its entry still counts, so the hold survives ...
+    one.emitter.clear()
+    one._last_now_ms = at(10, 5, 35)
+    one.processor.health_tick(at(10, 5, 35))
+    topic.read(one)
+    one.processor.health_tick(at(10, 5, 35))
+    assert one.processor.health.outages[0].total == 6  # type: ignore[union-attr]
+    # ... until it is 30 s old (published at 10:05:06): then only the live partition counts
+    one.processor.health_tick(at(10, 5, 36))
+    health = one.processor.health
+    assert health is not None
+    assert health.totals(at(10, 5, 36)) == {"S": SourceCounts(2, 2)}
+    assert health.outages == []  # 2 failing: fewer than outage_min_streams
+
+
+def test_the_metrics_show_sources_in_outage_streams_held_and_the_hold_duration() -> None:
+    topic = Topic()
+    d = guarded(topic)
+    registry = d.processor.metrics.registry
+    assert registry.get_sample_value("tidemark_sources_in_outage") == 0
+    start(d, topic, S_STREAMS, **CONFIG)
+    for minute in range(1, 6):
+        if minute > 1:
+            step(d, topic, at(10, minute, 5))
+        fail_all(d, S_STREAMS, at(10, minute, 5))
+        step(d, topic, at(10, minute, 6))
+    assert registry.get_sample_value("tidemark_sources_in_outage") == 1
+    labels = {"source": "S"}
+    assert registry.get_sample_value("tidemark_outage_failing_streams", labels) == 4
+    assert registry.get_sample_value("tidemark_outage_streams", labels) == 4
+    assert registry.get_sample_value("tidemark_streams_held", labels) == 4
+    held_s = registry.get_sample_value("tidemark_outage_hold_seconds", labels)
+    assert held_s is not None and held_s > 0  # on the wall clock, since 10:01:06 of 2026-11-29
+
+
+def test_held_streams_are_counted_as_they_change_and_leave_with_their_partition() -> None:
+    view = {health_key(1): _entry(1, T0, 3, 3)}
+    health = SourceHealth(OutagePolicy(), "c1", lambda: view)
+    held = _state("a", "S", True)
+    held.windows[0].held_since_ms = T0
+    health.note(0, "a", held)
+    health.note(0, "b", _state("b", "S", True))
+    health.built({0})
+    health.refresh(T0)
+    assert health.outages[0].held == 1
+    health.forget({0})
+    health.refresh(T0 + 1)
+    assert health.outages[0].held == 0  # partition 1's 3 of 3 are still an outage
+    view[health_key(1)] = _entry(1, T0 + 2, 3, 3)
+    health.note(0, "a", held)
+    health.built({0})
+    health.refresh(T0 + 2)
+    assert health.outages[0].held == 1 and health.outages[0].failing == 4

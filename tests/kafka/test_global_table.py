@@ -1,0 +1,82 @@
+"""The global table against the real broker: a compacted topic read whole, committed only."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Producer
+
+from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.global_table import GlobalTable
+from streams.kafka.settings import KafkaSettings
+from streams.kafka.transactions import TransactionalClients
+from streams.wire import HealthMessage, SourceCountsModel, decode_health, encode_health, health_key
+
+pytestmark = pytest.mark.broker
+
+
+def _entry(partition: int, failing: int) -> bytes:
+    counts = {"S": SourceCountsModel(failing=failing, total=4)}
+    return encode_health(
+        HealthMessage(partition=partition, owner="c1", published_ms=1, sources=counts)
+    )
+
+
+def _until(check: Callable[[], bool], timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "not seen in time"
+        time.sleep(0.1)
+
+
+def test_it_reads_the_latest_entry_per_key_and_drops_tombstones_and_garbage(
+    kafka: KafkaSettings, unique: str
+) -> None:
+    topic = f"health-{unique}"
+    create_topics(kafka, [TopicSpec(topic, 1, config={"cleanup.policy": "compact"})])
+    producer = Producer(kafka.producer())
+    producer.produce(topic, _entry(0, 1), health_key(0))
+    producer.produce(topic, _entry(1, 2), health_key(1))
+    producer.produce(topic, _entry(0, 3), health_key(0))  # a later entry of partition 0
+    producer.produce(topic, b"{not json", health_key(2))  # skipped, logged
+    assert producer.flush(15) == 0
+    table = GlobalTable(kafka, topic, decode_health)
+    table.start()
+    try:
+        _until(lambda: len(table.snapshot()) == 2)
+        values = table.snapshot()
+        assert values[b"0"].sources["S"].failing == 3
+        assert values[b"1"].sources["S"].failing == 2
+        producer.produce(topic, None, health_key(1))
+        assert producer.flush(15) == 0
+        _until(lambda: set(table.snapshot()) == {b"0"})
+    finally:
+        table.stop()
+
+
+def test_it_sees_a_transactions_entries_only_once_committed(
+    kafka: KafkaSettings, unique: str
+) -> None:
+    topic = f"health-{unique}"
+    create_topics(kafka, [TopicSpec(topic, 1, config={"cleanup.policy": "compact"})])
+    clients = TransactionalClients(
+        kafka, group_id=f"g-{unique}", transactional_id=f"t-{unique}", session_timeout_ms=10_000
+    )
+    table = GlobalTable(kafka, topic, decode_health)
+    table.start()
+    try:
+        clients.init_transactions()
+        clients.produce(topic, health_key(0), _entry(0, 4))
+        clients.flush()
+        time.sleep(1.5)
+        assert table.snapshot() == {}  # open transaction: not read
+        clients.abort()
+        clients.produce(topic, health_key(0), _entry(0, 2))
+        clients.commit({})
+        _until(lambda: b"0" in table.snapshot())
+        assert table.snapshot()[b"0"].sources["S"].failing == 2  # the aborted one never shows
+    finally:
+        table.stop()
+        clients.close()
