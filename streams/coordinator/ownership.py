@@ -10,9 +10,8 @@ Takeover grace: a new owner (a restart, a takeover) fails no attempt on its dead
 engine says it has read `results` up to where they stood at assignment (`on_caught_up`), since
 the acks its predecessor never read may be waiting there. Until then a stream whose only due
 work is a passed deadline is held out of the index, and put back once caught up; a partition
-that reads no result of `results` for `catch_up_max_ms` (monotonic) while catching up is
-treated as caught up, so that a stuck read cannot suppress timeouts for good, while a long
-backlog that is being read can take as long as it takes.
+that is not caught up within `catch_up_max_ms` (monotonic) is treated as caught up, so that a
+stuck read cannot suppress timeouts for good.
 
 Two clocks: `now_ms`, the wall clock, passed in and used for window times only (due, deadline,
 flush); `monotonic_ms`, for intervals inside the process (a tick's resend), so that a step of
@@ -82,7 +81,7 @@ class Ownership:
         self._tick_sent: dict[int, int] = {}  # monotonic ms
         self._monotonic_ms = monotonic_ms
         self._catch_up_max_ms = catch_up_max_ms  # None: no grace (the engine never says)
-        self.catching_up: dict[int, int] = {}  # partition -> monotonic ms it gives up waiting
+        self._catching_up: dict[int, int] = {}  # partition -> monotonic ms it gives up waiting
         self._held: dict[int, set[str]] = {}  # streams whose passed deadlines wait for it
         self._epoch = 0  # moves on every change of ownership: voids a suspended `building`
 
@@ -102,7 +101,7 @@ class Ownership:
                 self.unbuilt.add(p)
                 self._tick_sent.pop(p, None)
                 if self._catch_up_max_ms is not None:
-                    self.catching_up[p] = self._monotonic_ms() + self._catch_up_max_ms
+                    self._catching_up[p] = self._monotonic_ms() + self._catch_up_max_ms
 
     def on_revoked(self, partitions: Iterable[int]) -> None:
         self._epoch += 1
@@ -111,7 +110,7 @@ class Ownership:
             self.assigned.discard(p)
             self.unbuilt.discard(p)
             self._tick_sent.pop(p, None)
-            self.catching_up.pop(p, None)
+            self._catching_up.pop(p, None)
             self._held.pop(p, None)
             self.index.drop(p)
             self.scavenger.drop(p)
@@ -141,21 +140,16 @@ class Ownership:
     def on_caught_up(self, partition: int) -> None:
         """The engine has read `results` of `partition` up to where they stood at assignment:
         deadlines count from now on, and the streams held for them are due at once."""
-        if self.catching_up.pop(partition, None) is None:
+        if self._catching_up.pop(partition, None) is None:
             return
         for stream_id in self._held.pop(partition, ()):
             self.index.set(partition, stream_id, 0)
 
-    def results_read(self, partition: int) -> None:
-        """A result of `partition` was read while it catches up: the read is not stuck."""
-        if partition in self.catching_up and self._catch_up_max_ms is not None:
-            self.catching_up[partition] = self._monotonic_ms() + self._catch_up_max_ms
-
     def _give_up_catching_up(self, mono_ms: int) -> None:
-        for p, until_ms in list(self.catching_up.items()):
+        for p, until_ms in list(self._catching_up.items()):
             if mono_ms >= until_ms:
                 log.warning(
-                    "partition %d: no result read for %d ms while catching up with results; "
+                    "partition %d: results not caught up within %d ms of its assignment; "
                     "deadlines count again",
                     p,
                     self._catch_up_max_ms,
@@ -174,7 +168,7 @@ class Ownership:
         """Owned partitions that need a tick now: unbuilt, or with something due."""
         due = []
         mono_ms = self._monotonic_ms()
-        if self.catching_up:
+        if self._catching_up:
             self._give_up_catching_up(mono_ms)
         for p in sorted(self.assigned):
             sent = self._tick_sent.get(p)
@@ -200,7 +194,7 @@ class Ownership:
             return
         if self.unbuilt:
             self.build(now_ms)
-        expire = partition not in self.catching_up
+        expire = partition not in self._catching_up
         due = self.index.pop_due(partition, now_ms)
         for i, stream_id in enumerate(due):
             try:

@@ -55,8 +55,7 @@ class Processor:
     the process (a tick's resend); window times use the `now_ms` each call passes.
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
     passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
-    at assignment, and deadlines of p count only from then (or once no result of p was read
-    for catch_up_max_ms).
+    at assignment, and deadlines of p count only from then (or after catch_up_max_ms).
     """
 
     def __init__(
@@ -82,7 +81,6 @@ class Processor:
         self.transactional = transactional
         self.index = DueIndex()
         self._ticks_topic = topics.ticks  # a `Topics` property formats it on every read
-        self._results_topic = topics.results
         self.stats: Counter[str] = Counter()
         self._metrics = CoordinatorMetrics() if metrics is None else metrics
         self.replays = (
@@ -198,8 +196,6 @@ class Processor:
         ownership = self._ownership
         if ownership.unbuilt and partition in ownership.unbuilt:
             ownership.build(now_ms)
-        if ownership.catching_up and topic == self._results_topic:
-            ownership.results_read(partition)
         self._inputs.handle(topic, partition, offset, key, value, now_ms)
 
     def on_tick(self, partition: int, now_ms: int) -> None:

@@ -70,19 +70,6 @@ def test_a_read_that_never_catches_up_suppresses_timeouts_for_the_bound_only(
 
 
 @BOTH_ENGINES
-def test_a_read_that_goes_on_keeps_the_grace_past_the_bound(transactional: bool) -> None:
-    d, task = _down_past_the_deadline(transactional)
-    for step in range(1, 4):  # a long backlog: results keep coming, none caught up yet
-        d.mono_ms = 1_000_000 + step * (BOUND_MS - 1)
-        d.result({**ack(task), "attempt": 7, "outcome": "heartbeat"}, at(10, 10, step))
-        d.tick(at(10, 10, step))
-    assert d.processor.stats["timeouts"] == 0 and d.bypassed() == []
-    d.mono_ms += BOUND_MS  # and then nothing more is read: the bound runs out
-    d.tick(at(10, 11))
-    assert d.processor.stats["timeouts"] == 1
-
-
-@BOTH_ENGINES
 def test_dispatch_goes_on_while_catching_up(transactional: bool) -> None:
     d, _ = _down_past_the_deadline(transactional)
     d.upsert("cluster-k", at(10, 10), max_in_flight=2)  # same partition, windows due at once
