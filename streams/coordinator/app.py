@@ -172,7 +172,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         replay_concurrency=settings.replay_concurrency,
         metrics=metrics,
         # takeover grace: deadlines count once `results` are read (at most a session later)
-        catch_up_max_ms=settings.session_timeout_ms,
+        catch_up_max_ms=settings.catch_up_max_ms,
         health=source_health,
     )
     catch_up = CatchUp(processor.on_caught_up)

@@ -121,7 +121,7 @@ class ConfluentEngine:
             metrics=self.metrics,
             transactional=True,
             # takeover grace: deadlines count once `results` are read (at most a session later)
-            catch_up_max_ms=settings.session_timeout_ms,
+            catch_up_max_ms=settings.catch_up_max_ms,
             health=source_health,
         )
         self.positions: dict[tuple[str, int], int] = {}

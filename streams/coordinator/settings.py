@@ -68,6 +68,9 @@ class CoordinatorSettings:
     flush_ms: int = 200
     tick_interval_ms: int = 100
     session_timeout_ms: int = 10000
+    # Takeover grace's bound: how long a new owner waits to read `results` as far as they stood
+    # at assignment before deadlines count anyway (streams.coordinator.ownership).
+    catch_up_max_ms: int = 10000
     replay_concurrency: int = 2
     web_host: str = "127.0.0.1"
     web_port: int = 6066
@@ -122,6 +125,12 @@ class CoordinatorSettings:
             flush_ms=_env_int(env, "TIDEMARK_FLUSH_MS", 200, 0),
             tick_interval_ms=_env_int(env, "TIDEMARK_TICK_MS", 100, 10),
             session_timeout_ms=_env_int(env, "TIDEMARK_SESSION_TIMEOUT_MS", 10000, 6000),
+            catch_up_max_ms=_env_int(
+                env,
+                "TIDEMARK_CATCH_UP_MAX_MS",
+                _env_int(env, "TIDEMARK_SESSION_TIMEOUT_MS", 10000, 6000),
+                0,
+            ),
             replay_concurrency=_env_int(env, "TIDEMARK_REPLAY_CONCURRENCY", 2, 1),
             web_host=env.get("TIDEMARK_WEB_HOST") or "127.0.0.1",
             web_port=_env_int(env, "TIDEMARK_WEB_PORT", 6066, 0),

@@ -25,9 +25,11 @@ def test_an_ack_waiting_while_the_coordinator_was_down_past_the_deadline_commits
 ) -> None:
     prefix = f"takeover-{unique}"
     stream = f"s-{unique}"
+    # A grace long enough for a loaded Faust coordinator to read the backlog (at ~1,000/s).
     proc = CoordinatorProcess(
-        kafka, prefix, tmp_path / "c", tmp_path / "c.log", partitions=4, engine=engine
-    )
+        kafka, prefix, tmp_path / "c", tmp_path / "c.log", partitions=4, engine=engine,
+        env={"TIDEMARK_CATCH_UP_MAX_MS": "60000"},
+    )  # fmt: skip
     tail = Tail(kafka, prefix, ["tasks", "commits"], f"tail-{unique}")
     feed = Feed(kafka, prefix)
     now = time.time_ns() // 1_000_000
