@@ -30,7 +30,7 @@ from typing import Any
 
 from streams.coordinator.topics import Topics
 from streams.core import config_to_dict
-from streams.core.view import Status, status_at
+from streams.core.view import Status, behind_ms, status_at
 from streams.core.view import StreamView as PublishedView
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.humanize import format_time
@@ -102,6 +102,14 @@ class StreamView:
             now_ms,
         )
 
+    def catching_up_after_ms(self) -> int | None:
+        """When a live stream turns catching up if no view comes meanwhile; None when its
+        state does not change with time (paused, retrying, finished)."""
+        if self.status in ("paused", "retrying", "finished"):
+            return None
+        config = self.config
+        return self.downstream_ms + behind_ms(int(config["window_ms"]), int(config["delay_ms"]))
+
 
 @dataclass(frozen=True)
 class BypassView:
@@ -144,6 +152,8 @@ class ReadModel:
         self._bypassed: dict[tuple[str, int], BypassView] = {}  # by (stream_id, start_ms)
         self._bypass_counts: Counter[str] = Counter()
         self._reader = TopicReader(settings, self._short, "tidemark-readmodel")
+        # The streams changed since the last changes(); None until someone asks (the CLI never).
+        self._changed: set[str] | None = None
         self.caught_up = False  # whether the last refresh reached every high watermark
         self.records_read = 0  # every record applied so far, valid or not
 
@@ -158,6 +168,8 @@ class ReadModel:
         try:
             if topic == "streams":
                 stream_id, view = decode_view(key, value)
+                if self._changed is not None:
+                    self._changed.add(stream_id)
                 if view is None:
                     self._views.pop(stream_id, None)
                 else:
@@ -184,11 +196,15 @@ class ReadModel:
             None if error is None else error.to_wire(),
         )
         self._bypass_counts[bypass.stream_id] += 1
+        if self._changed is not None:
+            self._changed.add(bypass.stream_id)
 
     def _unlist(self, key: tuple[str, int]) -> None:
         old = self._bypassed.pop(key, None)
         if old is not None:
             self._bypass_counts[old.stream_id] -= 1
+            if self._changed is not None:
+                self._changed.add(old.stream_id)
 
     # -- reading views -------------------------------------------------------------------------
 
@@ -196,6 +212,25 @@ class ReadModel:
         """Every stream, by stream_id (copies, safe to keep)."""
         with self._lock:
             return [self._view(view) for _, view in sorted(self._views.items())]
+
+    def changes(self) -> tuple[list[StreamView], list[str]]:
+        """The streams whose view (or listed bypasses) changed since the last call, as
+        copies, and the stream ids removed meanwhile; the first call returns every stream.
+
+        Copy-on-change for a reader that keeps its own copy (the status page): O(changes),
+        not O(streams), per call. The model tracks changes only once this was first called.
+        """
+        with self._lock:
+            ids = self._views.keys() if self._changed is None else self._changed
+            changed, removed = [], []
+            for stream_id in ids:
+                view = self._views.get(stream_id)
+                if view is None:
+                    removed.append(stream_id)
+                else:
+                    changed.append(self._view(view))
+            self._changed = set()
+            return changed, removed
 
     def stream(self, stream_id: str) -> StreamView | None:
         """One stream, or None if it is unknown or deleted."""
