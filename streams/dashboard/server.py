@@ -1,8 +1,10 @@
 """The status page's HTTP server: read-only, stdlib only, bound to 127.0.0.1 by default.
 
 One refresher thread owns the read model: it calls `refresh()` every second and keeps a
-snapshot of copied views; request threads only read that snapshot. `GET /`, `GET /api/state`
-and `GET /healthz` are the whole surface: other paths get 404, other methods 405.
+snapshot, and a table of the streams into which it copies only the views that changed since
+the last refresh; request threads only read them. `GET /`, `GET /api/state`, `GET /api/streams`
+(streams.dashboard.api) and `GET /healthz` are the whole surface: other paths get 404, other
+methods 405.
 """
 
 from __future__ import annotations
@@ -17,23 +19,18 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 from streams.clock import now_ms
 from streams.coordinator.topics import Topics
-from streams.dashboard import page
-from streams.dashboard.state import (
-    RECENT_BYPASSES,
-    BypassLike,
-    Snapshot,
-    StreamLike,
-    state_document,
-)
+from streams.dashboard import api, page
+from streams.dashboard.state import ReadModelSource, Snapshot, state_document
+from streams.dashboard.table import StreamTable
 from streams.errors import TidemarkError
 from streams.kafka.settings import KafkaSettings
 from streams.outages import HealthReader, SourceOutage
@@ -44,15 +41,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 STALE_AFTER_MS = 10_000
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-class ReadModelSource(Protocol):
-    """The part of `streams.readmodel.ReadModel` the server uses (a fake in unit tests)."""
-
-    def refresh(self, timeout_s: float = 5.0) -> None: ...
-    def streams(self) -> Sequence[StreamLike]: ...
-    def bypasses(self, limit: int | None = None) -> Sequence[BypassLike]: ...
-    def close(self) -> None: ...
 
 
 class DashboardServer:
@@ -83,7 +71,8 @@ class DashboardServer:
         self._model = model
         self._outages = outages  # the sources in outage at a time; None: read from `health`
         self._health: HealthReader | None = None
-        self._snapshot = Snapshot()
+        self._table = StreamTable()  # shared by every snapshot; changed in place, locked
+        self._snapshot = Snapshot(self._table)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -169,7 +158,7 @@ class DashboardServer:
             return
         try:
             model.refresh()
-            fresh = Snapshot.of(model.streams(), model.bypasses(RECENT_BYPASSES), self.clock())
+            fresh = Snapshot.read(model, self._table, self.clock())
             if self._outages is not None:
                 outages = tuple(self._outages(fresh.refreshed_ms or self.clock()))
                 fresh = dataclasses.replace(fresh, outages=outages)
@@ -254,13 +243,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.FORBIDDEN, b"forbidden host\n", "text/plain; charset=utf-8")
             return
         dashboard = self.server.dashboard
-        path = urlsplit(self.path).path
+        path, query = urlsplit(self.path)[2:4]
         if path == "/":
             headers = {"Content-Security-Policy": page.CONTENT_SECURITY_POLICY}
             self._send(HTTPStatus.OK, page.HTML, "text/html; charset=utf-8", headers)
         elif path == "/api/state":
             doc = state_document(dashboard.snapshot(), dashboard.clock())
             self._json(HTTPStatus.OK, doc)
+        elif path == "/api/streams":
+            self._json(*api.streams_response(dashboard.snapshot(), query, dashboard.clock()))
         elif path == "/healthz":
             self._json(*dashboard.health(dashboard.clock()))
         else:
