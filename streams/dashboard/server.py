@@ -145,7 +145,9 @@ class DashboardServer:
     def _refresh_loop(self) -> None:
         while not self._stopping.is_set():
             self.refresh_once()
-            self._stopping.wait(self.refresh_interval_s)
+            snap = self.snapshot()  # still reading the topics: on at once, not in a second
+            behind = not snap.caught_up and snap.refresh_error is None
+            self._stopping.wait(0 if behind else self.refresh_interval_s)
 
     def refresh_once(self) -> None:
         """Catch up with the topics and publish a new snapshot; keep the old one on failure.

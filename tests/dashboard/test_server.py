@@ -343,3 +343,19 @@ def test_api_streams_refuses_bad_parameters_with_400(
     assert status == 400
     assert doc["parameter"] == parameter
     assert doc["error"].startswith(f"bad parameter {parameter}: ")
+
+
+def test_while_the_topics_are_still_being_read_refreshes_follow_at_once() -> None:
+    model = FakeReadModel(views=[FakeStream("a")], caught_up=False)
+    with DashboardServer(model=model, port=0, refresh_interval_s=60) as dashboard:
+        deadline = time.monotonic() + 5
+        while model.refreshes < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert model.refreshes >= 3  # not one a minute
+        model.caught_up = True
+        _, doc = get_json(dashboard, "/api/streams")
+        assert doc["total"] == 1
+        time.sleep(0.2)
+        settled = model.refreshes
+        time.sleep(0.3)
+        assert model.refreshes == settled  # caught up: back to one per interval
