@@ -1,0 +1,152 @@
+"""The cost of a tick against the number of streams: the Processor in-process, no Kafka.
+
+    .venv/bin/python bench/tick_bench.py [--totals 10000,100000,1000000] [--due 500]
+        [--ticks 20] [--profile] [--repeat 1]
+
+For each total, a transactional Processor (the confluent engine's mode, over
+tests/coordinator/fakes.py, the engine's GC threshold) gets `total` streams by upsert. Of them,
+`due * ticks` are active: one-minute windows whose ends are staggered so that exactly `due`
+come due at each of `ticks` ticks, one second apart; all the others have `delay_ms` one hour,
+so none of them is due during the run (as in scale_bench.py). Each tick is timed in CPU time
+of this process: `partitions_to_tick`, `on_tick` of every partition it names, and the
+checkpoint that commits the transaction (encoding the dispatched streams' records). The tasks
+are not answered (their deadlines are a minute away). O(due) means the time per due stream
+stays the same as the total grows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import os
+import platform
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from streams.coordinator.eos import GC_THRESHOLD  # noqa: E402
+from tests.coordinator.fakes import Driver  # noqa: E402
+
+NOW_MS = 1_798_500_000_000 - 1_798_500_000_000 % 60_000  # a fixed clock, on a minute
+WINDOW_MS = 60_000
+HOUR_MS = 3_600_000
+
+
+def rss_mib() -> float:
+    with open(f"/proc/{os.getpid()}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def register(d: Any, total: int, active: int, due: int) -> float:
+    """Upsert every stream (untimed by the figures); returns the seconds it took."""
+    p, topic = d.processor, d.topics.control
+    began = time.monotonic()
+    for i in range(total):
+        sid = f"s-{i:07d}"
+        if i < active:  # its first window ends at the tick number i // due + 1
+            start = NOW_MS - WINDOW_MS + (i // due + 1) * 1000
+            doc = {"type": "upsert", "stream_id": sid, "start_ms": start,
+                   "window_ms": WINDOW_MS, "step_ms": 1000}  # fmt: skip
+        else:
+            doc = {"type": "upsert", "stream_id": sid, "start_ms": NOW_MS,
+                   "window_ms": WINDOW_MS, "step_ms": 1000, "delay_ms": HOUR_MS}  # fmt: skip
+        key = sid.encode()
+        p.on_message(topic, d.partition(sid), i, key, orjson.dumps(doc), NOW_MS)
+        if i % 10_000 == 9_999:
+            p.checkpoint(NOW_MS)
+            d.emitter.sent = []
+    p.checkpoint(NOW_MS)
+    d.emitter.sent = []
+    return time.monotonic() - began
+
+
+def run(total: int, due: int, ticks: int, profile: cProfile.Profile | None) -> dict[str, Any]:
+    gc.collect()
+    active = min(total, due * ticks)
+    d = Driver(flush_ms=200, transactional=True, checkpoint_each=False)
+    p = d.processor
+    p.on_assigned(range(d.partitions))
+    for partition in range(d.partitions):
+        p.on_caught_up(partition)
+    registered_s = register(d, total, active, due)
+    p_tick = p.partitions_to_tick
+    # One tick at the registration time first (nothing is due yet): it settles the index.
+    for partition in p_tick(NOW_MS):
+        p.on_tick(partition, NOW_MS)
+    p.checkpoint(NOW_MS)
+    d.emitter.sent = []
+    times, dispatched = [], []
+    tasks = d.topics.tasks
+    for n in range(1, ticks + 1):
+        now = NOW_MS + n * 1000
+        if profile is not None:
+            profile.enable()
+        began = time.process_time()
+        for partition in p_tick(now):
+            p.on_tick(partition, now)
+        p.checkpoint(now)
+        took = time.process_time() - began
+        if profile is not None:
+            profile.disable()
+        times.append(took)
+        dispatched.append(sum(1 for s in d.emitter.sent if s.topic == tasks))
+        d.emitter.sent = []
+    per_tick = statistics.median(times)
+    return {
+        "total": total,
+        "due": statistics.median(dispatched),
+        "dispatched": dispatched,
+        "registered_s": registered_s,
+        "tick_ms": per_tick * 1000,
+        "tick_max_ms": max(times) * 1000,
+        "per_due_us": per_tick / max(statistics.median(dispatched), 1) * 1e6,
+        "rss_mib": rss_mib(),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--totals", default="10000,100000,1000000")
+    parser.add_argument("--due", type=int, default=500, help="streams due at each tick")
+    parser.add_argument("--ticks", type=int, default=20)
+    parser.add_argument("--profile", action="store_true", help="cProfile of the timed ticks")
+    args = parser.parse_args()
+    gc.set_threshold(GC_THRESHOLD, 20, 100)  # as the confluent engine runs
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}; due per tick {args.due}, {args.ticks} ticks",
+        flush=True,
+    )
+    print("| total streams | due per tick | tick, median (max) | per due stream | RSS |")
+    print("|---|---|---|---|---|")
+    for total in (int(t) for t in args.totals.split(",")):
+        profile = cProfile.Profile() if args.profile else None
+        r = run(total, args.due, args.ticks, profile)
+        bad = [n for n in r["dispatched"] if n != args.due]
+        print(
+            f"| {total:,} | {r['due']:,.0f} | {r['tick_ms']:.1f} ms ({r['tick_max_ms']:.1f}) "
+            f"| {r['per_due_us']:.1f} µs | {r['rss_mib']:,.0f} MiB |"
+            + (f" (ticks dispatching other than {args.due}: {bad})" if bad else "")
+            + f"  [registered in {r['registered_s']:.1f} s]",
+            flush=True,
+        )
+        if profile is not None:
+            pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
