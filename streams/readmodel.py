@@ -105,10 +105,63 @@ class StreamView:
     def catching_up_after_ms(self) -> int | None:
         """When a live stream turns catching up if no view comes meanwhile; None when its
         state does not change with time (paused, retrying, finished)."""
-        if self.status in ("paused", "retrying", "finished"):
-            return None
         config = self.config
-        return self.downstream_ms + behind_ms(int(config["window_ms"]), int(config["delay_ms"]))
+        return _behind_after(
+            self.status, self.downstream_ms, int(config["window_ms"]), int(config["delay_ms"])
+        )
+
+
+def _behind_after(status: Status, downstream_ms: int, window_ms: int, delay_ms: int) -> int | None:
+    if status in ("paused", "retrying", "finished"):
+        return None
+    return downstream_ms + behind_ms(window_ms, delay_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class BriefView:
+    """A stream as `StreamView` shows it, less its config: what a reader that keeps its own
+    copy of every stream needs (the status page). Frozen, and its error a dict of its own, so
+    it is safe to keep without a copy."""
+
+    stream_id: str
+    status: Status
+    downstream_ms: int
+    last_commit_ms: int | None
+    window: tuple[int, int] | None
+    attempt: int
+    last_error: dict[str, str] | None
+    bypasses: int  # its windows listed on `bypassed`
+    window_ms: int
+    delay_ms: int
+
+    @classmethod
+    def of(cls, view: PublishedView, bypasses: int) -> BriefView:
+        config, error = view.config, view.last_error
+        return cls(
+            config.stream_id,
+            view.status,
+            view.downstream_ms,
+            view.committed_ms,
+            view.window,
+            view.attempt,
+            None if error is None else error.to_wire(),
+            bypasses,
+            config.window_ms,
+            config.delay_ms,
+        )
+
+    @property
+    def paused(self) -> bool:
+        return self.status == "paused"
+
+    def lag_ms(self, now_ms: int) -> int:
+        return now_ms - self.downstream_ms
+
+    def state(self, now_ms: int) -> Status:
+        return status_at(self.status, self.downstream_ms, self.window_ms, self.delay_ms, now_ms)
+
+    def catching_up_after_ms(self) -> int | None:
+        return _behind_after(self.status, self.downstream_ms, self.window_ms, self.delay_ms)
 
 
 @dataclass(frozen=True)
@@ -213,22 +266,24 @@ class ReadModel:
         with self._lock:
             return [self._view(view) for _, view in sorted(self._views.items())]
 
-    def changes(self) -> tuple[list[StreamView], list[str]]:
-        """The streams whose view (or listed bypasses) changed since the last call, as
-        copies, and the stream ids removed meanwhile; the first call returns every stream.
+    def changes(self) -> tuple[list[BriefView], list[str]]:
+        """The streams whose view (or listed bypasses) changed since the last call, and the
+        stream ids removed meanwhile; the first call returns every stream.
 
-        Copy-on-change for a reader that keeps its own copy (the status page): O(changes),
-        not O(streams), per call. The model tracks changes only once this was first called.
+        For a reader that keeps its own copy of every stream (the status page): O(changes),
+        not O(streams), per call, and no config copied (BriefView leaves it out). The model
+        tracks changes only once this was first called.
         """
         with self._lock:
             ids = self._views.keys() if self._changed is None else self._changed
             changed, removed = [], []
+            counts, views = self._bypass_counts, self._views
             for stream_id in ids:
-                view = self._views.get(stream_id)
+                view = views.get(stream_id)
                 if view is None:
                     removed.append(stream_id)
                 else:
-                    changed.append(self._view(view))
+                    changed.append(BriefView.of(view, counts[stream_id]))
             self._changed = set()
             return changed, removed
 

@@ -155,6 +155,22 @@ def test_a_live_view_says_when_it_falls_behind(model: ReadModel) -> None:
         assert the(model).catching_up_after_ms() is None
 
 
+def test_a_brief_view_shows_what_the_full_one_does_less_the_config(model: ReadModel) -> None:
+    error = {"kind": "no_data", "message": "x"}
+    for status in ("live", "retrying", "paused", "finished"):
+        put(model, "streams", view(status=status, last_error=error, config={"delay_ms": 5_000}))
+        put(model, "bypassed", bypass(T0), key=f"s/{T0}")
+        (brief,), _ = model.changes()
+        full = the(model)
+        for name in ("stream_id", "paused", "downstream_ms", "last_commit_ms", "window",
+                     "attempt", "last_error", "bypasses"):  # fmt: skip
+            assert getattr(brief, name) == getattr(full, name), name
+        assert brief.catching_up_after_ms() == full.catching_up_after_ms()
+        for now in (T0, T0 + 2 * MIN + 5_000, T0 + 2 * MIN + 5_001):
+            assert (brief.state(now), brief.lag_ms(now)) == (full.state(now), full.lag_ms(now))
+    assert not hasattr(brief, "config")
+
+
 def test_changes_are_every_stream_first_then_only_what_changed(model: ReadModel) -> None:
     put(model, "streams", view("a"))
     put(model, "streams", view("b"))
