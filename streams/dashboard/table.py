@@ -11,7 +11,8 @@ moves a row in at O(log n), so a request never sorts. What a request costs, at n
 | a search `q`                    | O(n) substring scan once per q and set of stream ids (cached)|
 |                                 | then O(log n + limit) by stream id; by another field the     |
 |                                 | cheaper of a filtered walk, O((offset + limit) * n / m), and |
-|                                 | sorting the m matches, O(m log m)                            |
+|                                 | sorting the m matches, O(m log m); a q that every id         |
+|                                 | contains costs what no q does                                |
 | a refresh that changed c rows   | O(c log n) under the lock; past n / 4, one O(n log n) rebuild|
 |                                 | made beside the old orders, then swapped in                  |
 
@@ -52,7 +53,7 @@ SORT_FIELDS = (
     "last_error",
 )
 REBUILD_SHARE = 4  # a refresh that changes at least 1/4 of the rows rebuilds the orders
-SEARCH_CACHE = 16  # searches kept (their matching ids) until the set of stream ids changes
+SEARCH_CACHE_IDS = 2_000_000  # matching ids the cached searches hold at most, all together
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ class StreamTable:
         self._lock = threading.Lock()
         self._rows: dict[str, Row] = {row.stream_id: row for row in rows}
         self._orders: dict[str, Order] = self._build(["stream_id", "downstream_ms", "state"])
-        self._searches: OrderedDict[str, list[str]] = OrderedDict()
+        # Searches by q, kept until the set of stream ids changes (oldest out first).
+        self._searches: OrderedDict[str, _Search] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -160,12 +162,17 @@ class StreamTable:
             if not q:
                 ids = page_of(order.segments(now_ms, descending), offset, offset + limit)
                 return Page([self._rows[i] for i in ids], len(self._rows))
-            matches = self._search(q)
-            if sort == "stream_id":
-                ids = matches[::-1] if descending else matches
-                ids = ids[offset : offset + limit]
-            elif _walk_is_cheaper(offset + limit, len(matches), len(self._rows)):
-                wanted = set(matches)
+            search = self._search(q)
+            matches, total = search.ids, len(self._rows)
+            if len(matches) == total:  # q matched every stream: as without one
+                ids = page_of(order.segments(now_ms, descending), offset, offset + limit)
+            elif sort == "stream_id":
+                start, stop = offset, offset + limit
+                if descending:
+                    start, stop = max(len(matches) - stop, 0), max(len(matches) - start, 0)
+                ids = matches[start:stop][::-1] if descending else matches[start:stop]
+            elif _walk_is_cheaper(offset + limit, len(matches), total):
+                wanted = search.members()
                 found = (i for i in walk(order.segments(now_ms, descending)) if i in wanted)
                 ids = _take(found, offset, limit)
             else:
@@ -179,19 +186,33 @@ class StreamTable:
             if name not in self._orders:
                 self._orders.update(self._build([name]))
 
-    def _search(self, q: str) -> list[str]:
+    def _search(self, q: str) -> _Search:
         """The stream ids containing `q`, by stream id (held under the lock)."""
         found = self._searches.get(q)
-        if found is None:
-            order = self._orders["stream_id"]
-            assert isinstance(order, IdOrder)
-            found = [stream_id for stream_id in order.items if q in stream_id]
-            self._searches[q] = found
-            while len(self._searches) > SEARCH_CACHE:
-                self._searches.popitem(last=False)
-        else:
+        if found is not None:
             self._searches.move_to_end(q)
+            return found
+        order = self._orders["stream_id"]
+        assert isinstance(order, IdOrder)
+        found = _Search([stream_id for stream_id in order.items if q in stream_id])
+        self._searches[q] = found
+        held = sum(len(s.ids) for s in self._searches.values())
+        while held > SEARCH_CACHE_IDS and len(self._searches) > 1:
+            held -= len(self._searches.popitem(last=False)[1].ids)
         return found
+
+
+class _Search:
+    """A search's matching ids, by stream id, and (made on first use) as a set."""
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+        self._members: set[str] | None = None
+
+    def members(self) -> set[str]:
+        if self._members is None:
+            self._members = set(self.ids)
+        return self._members
 
 
 def _walk_is_cheaper(wanted: int, matching: int, total: int) -> bool:
