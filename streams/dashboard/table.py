@@ -13,8 +13,8 @@ moves a row in at O(log n), so a request never sorts. What a request costs, at n
 |                                 | cheaper of a filtered walk, O((offset + limit) * n / m), and |
 |                                 | sorting the m matches, O(m log m); a q that every id         |
 |                                 | contains costs what no q does                                |
-| a refresh that changed c rows   | O(c log n) under the lock; past n / 4, one O(n log n) rebuild|
-|                                 | made beside the old orders, then swapped in                  |
+| a refresh that changed c rows   | O(c log n), the lock held per 1,000; past n / 4, one         |
+|                                 | O(n log n) rebuild beside the old orders, then swapped in    |
 
 Every order is one sequence; `desc` is exactly its reverse, except that rows without a value
 (no window, no error) come last either way. `lag_ms` is `downstream_ms`'s order reversed.
@@ -53,6 +53,7 @@ SORT_FIELDS = (
     "last_error",
 )
 REBUILD_SHARE = 4  # a refresh that changes at least 1/4 of the rows rebuilds the orders
+APPLY_CHUNK = 1000  # changes applied per hold of the lock
 SEARCH_CACHE_IDS = 2_000_000  # matching ids the cached searches hold at most, all together
 
 
@@ -96,7 +97,9 @@ class StreamTable:
     def apply(self, changed: Iterable[Row], removed: Iterable[str] = ()) -> None:
         """Put the changed rows in (new or replacing) and take the removed ones out.
 
-        Only the refresher calls it. A large change is applied to a copy, outside the lock.
+        Only the refresher calls it. The lock is held per `APPLY_CHUNK` changes (each row
+        moves in each order whose key it changed: tens of µs), so a request waits for one chunk
+        at most; a large change is applied to a copy, outside the lock.
         """
         changes: dict[str, Row | None] = {row.stream_id: row for row in changed}
         for stream_id in removed:
@@ -107,20 +110,25 @@ class StreamTable:
         if len(changes) * REBUILD_SHARE >= len(self._rows):
             self._rebuild(changes)
             return
-        with self._lock:
-            ids_changed = False
-            for stream_id, row in changes.items():
-                old = self._rows.pop(stream_id, None)
-                ids_changed |= old is None or row is None
-                for order in self._orders.values():
-                    if old is not None and (row is None or not order.same(old, row)):
-                        order.remove(old)
-                    if row is not None and (old is None or not order.same(old, row)):
-                        order.add(row)
-                if row is not None:
-                    self._rows[stream_id] = row
-            if ids_changed:
-                self._searches.clear()
+        items = list(changes.items())
+        for start in range(0, len(items), APPLY_CHUNK):  # requests go between the chunks
+            with self._lock:
+                self._apply(items[start : start + APPLY_CHUNK])
+
+    def _apply(self, changes: list[tuple[str, Row | None]]) -> None:
+        ids_changed = False
+        for stream_id, row in changes:
+            old = self._rows.pop(stream_id, None)
+            ids_changed |= old is None or row is None
+            for order in self._orders.values():
+                if old is not None and (row is None or not order.same(old, row)):
+                    order.remove(old)
+                if row is not None and (old is None or not order.same(old, row)):
+                    order.add(row)
+            if row is not None:
+                self._rows[stream_id] = row
+        if ids_changed:
+            self._searches.clear()
 
     def _rebuild(self, changes: dict[str, Row | None]) -> None:
         fresh = StreamTable.__new__(StreamTable)

@@ -189,6 +189,7 @@ def test_every_page_equals_a_plain_sort_of_every_row(
     choice = table_module._walk_is_cheaper if walk is None else (lambda *_: walk)
     with (
         mock.patch.object(table_module, "REBUILD_SHARE", rebuild_share),
+        mock.patch.object(table_module, "APPLY_CHUNK", 2),  # a refresh in several holds
         mock.patch.object(table_module, "_walk_is_cheaper", choice),
     ):
         check_a_page(first, batches, now_offset, sort, descending, q, offset, limit)
