@@ -10,8 +10,9 @@ second of a million one-minute streams). Then `/api/streams` and `/api/state` re
 timed (`streams_response` and `state_document`, rendering the JSON included), each twice: a
 first request of a sort builds its order, a first search scans every id. `--previous` also
 times what the refresher did before the table (every view copied and every stream rendered
-and sorted by lag on each refresh and request). Times are wall time of this process (single
-thread). RSS is this process's VmRSS.
+and sorted by lag on each refresh and request), with Python's default GC thresholds as it ran;
+what follows runs with the dashboard's (server.serve). Times are wall time of this process
+(single thread). RSS is this process's VmRSS.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def main() -> int:
         del doc
         gc.collect()
 
+    gc.set_threshold(50_000, 20, 100)  # as `tidemark dashboard` runs (server.serve)
     table = StreamTable()
     profile = cProfile.Profile() if args.profile else None
     if profile is not None:
