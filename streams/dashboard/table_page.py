@@ -118,7 +118,7 @@ function loadStreamView() {
   if (keys.includes(params.get("sort"))) streamView.sort = params.get("sort");
   if (["asc", "desc"].includes(params.get("order"))) streamView.order = params.get("order");
   const offset = Number(params.get("offset"));
-  if (Number.isInteger(offset) && offset >= 0) streamView.offset = offset;
+  if (Number.isInteger(offset) && offset >= 0 && offset <= 1e9) streamView.offset = offset;
   const limit = Number(params.get("limit"));
   if (LIMITS.includes(limit)) streamView.limit = limit;
   streamView.q = (params.get("q") || "").slice(0, 200);
