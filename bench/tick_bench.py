@@ -1,7 +1,7 @@
 """The cost of a tick against the number of streams: the Processor in-process, no Kafka.
 
     .venv/bin/python bench/tick_bench.py [--totals 10000,100000,1000000] [--due 500]
-        [--ticks 15] [--profile]
+        [--ticks 15] [--profile] [--parts]
 
 For each total, a transactional Processor (the confluent engine's mode, over
 tests/coordinator/fakes.py, the engine's GC threshold) gets `total` streams by upsert. Of them,
@@ -12,7 +12,9 @@ of this process: `partitions_to_tick`, `on_tick` of every partition it names, an
 checkpoint that commits the transaction (encoding the dispatched streams' records). The tasks
 are not answered (their deadlines are a minute away). O(due) means the time per due stream
 stays the same as the total grows. Then 5 more ticks run under cProfile, only to count the
-Python calls per due stream: a figure that other loads on the machine do not move.
+Python calls per due stream: a figure that other loads on the machine do not move. `--parts`
+also times, per due stream, `on_tick`, the due-index's `pop_due` and `set` inside it, and the
+checkpoint, to tell which part grows with the total.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from streams.coordinator import index  # noqa: E402
 from streams.coordinator.eos import GC_THRESHOLD  # noqa: E402
 from tests.coordinator.fakes import Driver  # noqa: E402
 
@@ -49,6 +52,24 @@ def rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+PARTS = {"on_tick": 0.0, "pop_due": 0.0, "set": 0.0, "checkpoint": 0.0}
+
+
+def time_the_index() -> None:
+    """Add the CPU time of DueIndex.pop_due and DueIndex.set to PARTS (--parts)."""
+    for name in ("pop_due", "set"):
+        method = getattr(index.DueIndex, name)
+
+        def timed(self: Any, *args: Any, _method: Any = method, _name: str = name) -> Any:
+            began = time.process_time()
+            try:
+                return _method(self, *args)
+            finally:
+                PARTS[_name] += time.process_time() - began
+
+        setattr(index.DueIndex, name, timed)
 
 
 def register(d: Any, total: int, active: int, due: int) -> float:
@@ -94,6 +115,8 @@ def run(total: int, due: int, ticks: int, profile: cProfile.Profile | None) -> d
     d.emitter.sent = []
     times, dispatched = [], []
     tasks = d.topics.tasks
+    for part in PARTS:
+        PARTS[part] = 0.0
     for n in range(1, ticks + 1):
         now = NOW_MS + n * 1000
         if profile is not None:
@@ -101,8 +124,11 @@ def run(total: int, due: int, ticks: int, profile: cProfile.Profile | None) -> d
         began = time.process_time()
         for partition in p_tick(now):
             p.on_tick(partition, now)
+        ticked = time.process_time()
         p.checkpoint(now)
         took = time.process_time() - began
+        PARTS["on_tick"] += ticked - began
+        PARTS["checkpoint"] += took - (ticked - began)
         if profile is not None:
             profile.disable()
         times.append(took)
@@ -131,6 +157,7 @@ def run(total: int, due: int, ticks: int, profile: cProfile.Profile | None) -> d
         "per_due_us": per_tick / due_each * 1e6,
         "per_due_min_us": min(times) / due_each * 1e6,
         "calls_per_due": calls / (COUNTED_TICKS * due_each),
+        "parts": {k: v / (ticks * due_each) * 1e6 for k, v in PARTS.items()},
         "rss_mib": rss_mib(),
     }
 
@@ -141,7 +168,10 @@ def main() -> int:
     parser.add_argument("--due", type=int, default=500, help="streams due at each tick")
     parser.add_argument("--ticks", type=int, default=15)
     parser.add_argument("--profile", action="store_true", help="cProfile of the timed ticks")
+    parser.add_argument("--parts", action="store_true", help="time the parts of a tick too")
     args = parser.parse_args()
+    if args.parts:
+        time_the_index()
     gc.set_threshold(GC_THRESHOLD, 20, 100)  # as the confluent engine runs
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -163,6 +193,11 @@ def main() -> int:
             + f"  [registered in {r['registered_s']:.1f} s]",
             flush=True,
         )
+        if args.parts:
+            parts = r["parts"]
+            print(f"  per due stream: on_tick {parts['on_tick']:.1f} µs (of which the due-index's "
+                  f"pop_due {parts['pop_due']:.1f}, set {parts['set']:.1f}), checkpoint "
+                  f"{parts['checkpoint']:.1f} µs", flush=True)  # fmt: skip
         if profile is not None:
             pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
     return 0
