@@ -46,7 +46,8 @@ class StreamView:
     """One stream as its last published view shows it; `lag_ms` and `state` take the time.
 
     `bypasses` counts its windows listed on `bypassed` (replayable); `bypassed_total` every
-    window bypassed since its creation, as the coordinator counts.
+    window bypassed since its creation, as the coordinator counts; `held_since_ms` when the
+    outage guard began holding an outstanding window's bypass (None: none is held).
     """
 
     stream_id: str
@@ -61,6 +62,7 @@ class StreamView:
     incarnation: int
     changed_ms: int
     bypasses: int = 0
+    held_since_ms: int | None = None
 
     @classmethod
     def of(cls, view: PublishedView) -> StreamView:
@@ -80,6 +82,7 @@ class StreamView:
             view.bypasses,
             view.incarnation,
             view.changed_ms,
+            held_since_ms=view.held_since_ms,
         )
 
     @property
