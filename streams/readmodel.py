@@ -213,6 +213,15 @@ class ReadModel:
         views.sort(key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
         return views if limit is None else views[:limit]
 
+    def bypasses_of(self, stream_id: str) -> list[BypassView]:
+        """One stream's listed windows, by start (a scan of every listed window: for one
+        stream on demand, as the status page's timeline asks, not for every stream)."""
+        with self._lock:
+            if not self._bypass_counts[stream_id]:
+                return []
+            views = [b for b in self._bypassed.values() if b.stream_id == stream_id]
+        return sorted(views, key=lambda b: b.start_ms)
+
     def _view(self, view: PublishedView) -> StreamView:
         shown = StreamView.of(view)  # fresh dicts: safe to keep and change
         shown.bypasses = self._bypass_counts[view.stream_id]
