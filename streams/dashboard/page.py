@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import hashlib
 
+from streams.dashboard.timeline_page import TIMELINE_SCRIPT, TIMELINE_STYLE
+
 STYLE = """
 :root { --fg: #1d2330; --muted: #667085; --line: #e4e7ec; --bg: #f7f8fa; --card: #fff;
   --live: #067647; --live-bg: #dcfae6; --catch: #175cd3; --catch-bg: #d1e9ff;
@@ -280,6 +282,11 @@ for (const th of document.querySelectorAll("#streams th[data-key]")) {
 setInterval(renderAge, 1000);
 poll();
 """
+
+
+# The window timeline's own style and script (streams.dashboard.timeline_page), after the page's.
+STYLE += TIMELINE_STYLE
+SCRIPT += TIMELINE_SCRIPT
 
 
 def _column(key: str, title: str) -> str:

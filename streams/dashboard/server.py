@@ -1,8 +1,10 @@
 """The status page's HTTP server: read-only, stdlib only, bound to 127.0.0.1 by default.
 
 One refresher thread owns the read model: it calls `refresh()` every second and keeps a
-snapshot of copied views; request threads only read that snapshot. `GET /`, `GET /api/state`
-and `GET /healthz` are the whole surface: other paths get 404, other methods 405.
+snapshot of copied views; request threads read that snapshot (a timeline also reads one
+stream's listed bypasses, under the model's lock). `GET /`, `GET /api/state`, `GET
+/api/streams/<id>/timeline` (streams.dashboard.timeline) and `GET /healthz` are the whole
+surface: other paths get 404, other methods 405.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from urllib.parse import urlsplit
 
 from streams.clock import now_ms
 from streams.coordinator.topics import Topics
-from streams.dashboard import page
+from streams.dashboard import page, timeline
 from streams.dashboard.state import (
     RECENT_BYPASSES,
     BypassLike,
@@ -52,6 +54,7 @@ class ReadModelSource(Protocol):
     def refresh(self, timeout_s: float = 5.0) -> None: ...
     def streams(self) -> Sequence[StreamLike]: ...
     def bypasses(self, limit: int | None = None) -> Sequence[BypassLike]: ...
+    def bypasses_of(self, stream_id: str) -> Sequence[BypassLike]: ...
     def close(self) -> None: ...
 
 
@@ -73,6 +76,7 @@ class DashboardServer:
         refresh_interval_s: float = 1.0,
         clock: Callable[[], int] = now_ms,
         outages: Callable[[int], list[SourceOutage]] | None = None,
+        commits: timeline.CommitHistory | None = None,
     ) -> None:
         self.settings = settings or KafkaSettings()
         self.prefix = prefix
@@ -83,6 +87,7 @@ class DashboardServer:
         self._model = model
         self._outages = outages  # the sources in outage at a time; None: read from `health`
         self._health: HealthReader | None = None
+        self._commits = commits  # the timeline's reads of `commits`; None: read from the topic
         self._snapshot = Snapshot()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -112,6 +117,10 @@ class DashboardServer:
                 if self._outages is None:
                     self._health = HealthReader(self.settings, Topics(self.prefix).health)
                     self._outages = self._health.outages
+                if self._commits is None:
+                    from streams.dashboard.history import KafkaCommitHistory
+
+                    self._commits = KafkaCommitHistory(self.settings, Topics(self.prefix).commits)
             except BaseException:
                 self._httpd.server_close()
                 self._httpd = None
@@ -143,9 +152,10 @@ class DashboardServer:
         if self._model is not None:
             self._model.close()
             self._model = None
-        if self._health is not None:
-            self._health.close()
-            self._health = None
+        for reader in (self._health, self._commits):
+            if reader is not None:
+                reader.close()
+        self._health = self._commits = None
 
     def __enter__(self) -> DashboardServer:
         return self.start()
@@ -184,6 +194,12 @@ class DashboardServer:
             log.info("dashboard: read model refresh works again")
         with self._lock:
             self._snapshot = fresh
+
+    def timeline(self, path: str) -> tuple[HTTPStatus, dict[str, Any]]:
+        """The answer to `GET /api/streams/<id>/timeline` (streams.dashboard.timeline)."""
+        model = self._model
+        listed = model.bypasses_of if model is not None else lambda _: ()
+        return timeline.answer(path, self.snapshot(), listed, self._commits, self.clock())
 
     def health(self, now_ms: int) -> tuple[HTTPStatus, dict[str, Any]]:
         """200 while refreshes succeed; 503 before the first one, or once they go stale."""
@@ -261,6 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/api/state":
             doc = state_document(dashboard.snapshot(), dashboard.clock())
             self._json(HTTPStatus.OK, doc)
+        elif timeline.is_timeline_path(path):
+            self._json(*dashboard.timeline(path))
         elif path == "/healthz":
             self._json(*dashboard.health(dashboard.clock()))
         else:

@@ -18,6 +18,7 @@ class FakeStream:
     paused: bool = False
     last_commit_ms: int | None = None
     config: dict[str, object] | None = None
+    held_since_ms: int | None = None
 
     def lag_ms(self, now_ms: int) -> int | None:
         return None if self.downstream_ms is None else now_ms - self.downstream_ms
@@ -64,6 +65,9 @@ class FakeReadModel:
     def bypasses(self, limit: int | None = None) -> list[FakeBypass]:
         self.limits.append(limit)
         return list(self.bypass_views)
+
+    def bypasses_of(self, stream_id: str) -> list[FakeBypass]:
+        return [b for b in self.bypass_views if b.stream_id == stream_id]
 
     def close(self) -> None:
         self.closed = True
