@@ -11,7 +11,9 @@ ended and its deadline an hour away, then starts `--workers` processes of `tidem
 per task. Printed: results/s from the first result to the last, beside the ceiling the
 handler threads allow (workers x concurrency / latency), and each worker's CPU time per
 result (from /proc). `--resume-probe` measures instead how long a consumer waits for its next
-message after it resumes paused partitions (what a pause costs a worker).
+message after it resumes paused partitions (what a pause costs a worker). `--round-trip N`
+measures a lone task's latency instead: N tasks produced one at a time to an idle worker, each
+timed from its produce to its result read (the handler's `--latency-ms` included), p50 and p99.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from common import broker_for_run, consumer, now_ms
 from confluent_kafka import Producer
@@ -81,6 +84,33 @@ def resume_probe(kafka: KafkaSettings, prefix: str, rounds: int = 10) -> list[fl
     return sorted(waits)
 
 
+def round_trip(kafka: KafkaSettings, prefix: str, results: Any, tasks: int) -> list[float]:
+    """Milliseconds from producing a lone task (its window ended) to reading its result."""
+    producer = Producer(kafka.producer(**{"linger.ms": 0}))
+    waits = []
+    for i in range(tasks + 1):  # the first one waits for the worker's assignment: not counted
+        now = now_ms()
+        start = now - now % 1000 - 1000
+        sid = f"rt-{i % STREAMS:04d}"
+        task = {"task_id": f"{sid}/{start}/1", "stream_id": sid, "start_ms": start,
+                "end_ms": start + 1000, "step_ms": 1000, "attempt": 1, "dispatched_ms": now,
+                "deadline_ms": now + HOUR_MS, "params": {}}  # fmt: skip
+        began = time.monotonic()
+        producer.produce(f"{prefix}.tasks", json.dumps(task).encode(), sid.encode())
+        producer.flush(10)
+        while True:
+            m = results.poll(60.0)
+            if m is None:
+                raise SystemExit(f"no result for task {i} within 60 s")
+            if m.error() is None:
+                r = json.loads(m.value())
+                if (r["stream_id"], r["start_ms"], r["outcome"]) == (sid, start, "ack"):
+                    break
+        if i:
+            waits.append((time.monotonic() - began) * 1000)
+    return sorted(waits)
+
+
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -89,7 +119,8 @@ def cpu_s(pid: int) -> float:
 def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
     prefix = f"wbench-{uuid.uuid4().hex[:6]}"
     create_topics(kafka, [TopicSpec(f"{prefix}.{t}", PARTITIONS) for t in ("tasks", "results")])
-    prefill(kafka, prefix, args.tasks)
+    if not args.round_trip:
+        prefill(kafka, prefix, args.tasks)
     if args.resume_probe:
         waits = resume_probe(kafka, prefix)
         print(f"resume -> next message: median {waits[len(waits) // 2]:,.0f} ms, max "
@@ -104,6 +135,18 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
     ]  # fmt: skip
     logs = [open(home / f"worker-{i}.log", "ab") for i in range(args.workers)]  # noqa: SIM115
     procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT) for log in logs]
+    if args.round_trip:
+        try:
+            waits = round_trip(kafka, prefix, results, args.round_trip)
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(30)
+            results.close()
+        print(f"a lone task, produce -> result read: p50 {waits[len(waits) // 2]:,.1f} ms, p99 "
+              f"{waits[int(len(waits) * 0.99)]:,.1f} ms, max {waits[-1]:,.1f} ms ({len(waits)} "
+              f"tasks, the handler sleeping {args.latency_ms} ms)")  # fmt: skip
+        return
     seen, first, last = 0, 0.0, 0.0
     deadline = time.monotonic() + args.timeout
     try:
@@ -146,6 +189,13 @@ def main() -> int:
         "--resume-probe",
         action="store_true",
         help="instead: how long a consumer waits for a message after resuming (what a pause costs)",
+    )
+    parser.add_argument(
+        "--round-trip",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N lone tasks one at a time, each timed from its produce to its result",
     )
     args = parser.parse_args()
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")

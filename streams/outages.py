@@ -28,7 +28,10 @@ class SourceOutage:
 
     def line(self, now_ms: int) -> str:
         """ "source thanos-eu-1 in outage for 12m: 840 of 1,000 streams failing; bypasses held"."""
-        since = "" if self.since_ms is None else f" for {format_duration(now_ms - self.since_ms)}"
+        since = ""
+        if self.since_ms is not None:  # whole seconds, the two largest units: "12m", "1h5m"
+            held_ms = max(0, now_ms - self.since_ms)
+            since = f" for {format_duration(held_ms - held_ms % 1000, parts=2)}"
         return (
             f"source {self.source} in outage{since}: {self.failing:,} of {self.total:,} "
             "streams failing; bypasses held"

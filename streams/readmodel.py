@@ -46,7 +46,8 @@ class StreamView:
     """One stream as its last published view shows it; `lag_ms` and `state` take the time.
 
     `bypasses` counts its windows listed on `bypassed` (replayable); `bypassed_total` every
-    window bypassed since its creation, as the coordinator counts.
+    window bypassed since its creation, as the coordinator counts; `held_since_ms` when the
+    outage guard began holding an outstanding window's bypass (None: none is held).
     """
 
     stream_id: str
@@ -61,6 +62,7 @@ class StreamView:
     incarnation: int
     changed_ms: int
     bypasses: int = 0
+    held_since_ms: int | None = None
 
     @classmethod
     def of(cls, view: PublishedView) -> StreamView:
@@ -80,6 +82,7 @@ class StreamView:
             view.bypasses,
             view.incarnation,
             view.changed_ms,
+            held_since_ms=view.held_since_ms,
         )
 
     @property
@@ -299,6 +302,15 @@ class ReadModel:
             views = list(self._bypassed.values())
         views.sort(key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
         return views if limit is None else views[:limit]
+
+    def bypasses_of(self, stream_id: str) -> list[BypassView]:
+        """One stream's listed windows, by start (a scan of every listed window: for one
+        stream on demand, as the status page's timeline asks, not for every stream)."""
+        with self._lock:
+            if not self._bypass_counts[stream_id]:
+                return []
+            views = [b for b in self._bypassed.values() if b.stream_id == stream_id]
+        return sorted(views, key=lambda b: b.start_ms)
 
     def _view(self, view: PublishedView) -> StreamView:
         shown = StreamView.of(view)  # fresh dicts: safe to keep and change

@@ -305,6 +305,13 @@ class ViewMessage(_Wire):
     committed_ms: Ms | None = Field(description="when downstream_ms last moved")
     incarnation: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
     changed_ms: Ms = Field(description="when the view was published")
+    held_since_ms: Ms | None = Field(
+        default=None,
+        description=(
+            "present while the outage guard holds the bypass of an outstanding window: when "
+            "its oldest open hold began (kept until that window closes)"
+        ),
+    )
 
 
 class RejectedMessage(_Wire):
@@ -700,6 +707,7 @@ def decode_view(key: bytes | None, raw: bytes | None) -> Viewed:
         msg.committed_ms,
         msg.incarnation,
         msg.changed_ms,
+        msg.held_since_ms,
     )
     return Viewed(stream_id, view)
 

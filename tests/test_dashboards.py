@@ -19,7 +19,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from streams.cli import app as cli
-from streams.coordinator.metrics import ConsumerLagCollector, CoordinatorMetrics, OutageCollector
+from streams.coordinator.gauges import ConsumerLagCollector, OutageCollector
+from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.settings import CoordinatorSettings
 from streams.worker.cli import build_parser as worker_parser
 from streams.worker.metrics import WorkerMetrics

@@ -26,6 +26,10 @@ def test_the_status_line_reads_as_the_issue_says() -> None:
     assert outage.line(NOW_MS) == (
         "source thanos-eu-1 in outage for 12m: 840 of 1,000 streams failing; bypasses held"
     )
+    odd = SourceOutage("s", 3, 3, NOW_MS - 3_725_743).line(NOW_MS)  # 1h2m5.743s
+    assert odd == "source s in outage for 1h2m: 3 of 3 streams failing; bypasses held"
+    soon = SourceOutage("s", 3, 3, NOW_MS - 9_743).line(NOW_MS)
+    assert soon == "source s in outage for 9s: 3 of 3 streams failing; bypasses held"
     assert SourceOutage("s", 3, 3, None).line(NOW_MS) == (
         "source s in outage: 3 of 3 streams failing; bypasses held"
     )

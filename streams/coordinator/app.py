@@ -21,12 +21,9 @@ from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.coordinator.catchup import CatchUp
+from streams.coordinator.gauges import ConsumerLagCollector, consumer_groups
 from streams.coordinator.health import guard
-from streams.coordinator.metrics import (
-    ConsumerLagCollector,
-    CoordinatorMetrics,
-    consumer_groups,
-)
+from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics

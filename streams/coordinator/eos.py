@@ -22,8 +22,9 @@ from typing import Any
 
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
+from streams.coordinator.gauges import ConsumerLagCollector, consumer_groups
 from streams.coordinator.health import guard
-from streams.coordinator.metrics import ConsumerLagCollector, CoordinatorMetrics, consumer_groups
+from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
 from streams.coordinator.settings import CoordinatorSettings

@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS, Announcer, Message, send_all
+from streams.coordinator.gauges import OutageCollector
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
-from streams.coordinator.metrics import CoordinatorMetrics, OutageCollector
+from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ownership import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS, Ownership
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records

@@ -99,9 +99,8 @@ class ReplayState:
 @dataclass(frozen=True, slots=True)
 class ReplayDecision:
     tasks: tuple[Task, ...] = ()
-    unlisted: tuple[int, ...] = ()  # start_ms of windows replayed successfully (tombstones)
     relisted: tuple[BypassRecord, ...] = ()  # windows whose replay failed, with new attempts
-    replayed: tuple[CommittedWindow, ...] = ()
+    replayed: tuple[CommittedWindow, ...] = ()  # replayed successfully: each one tombstoned
     rejected: str | None = None
     ignored: str | None = None
     timeouts: int = 0
@@ -167,7 +166,7 @@ def on_result(
         state.listed.remove(window)
         done = CommittedWindow(window.start_ms, window.end_ms, "replayed", window.attempt)
         tasks = _dispatch(state, config, concurrency, now_ms)
-        return ReplayDecision(tasks=tasks, unlisted=(window.start_ms,), replayed=(done,))
+        return ReplayDecision(tasks=tasks, replayed=(done,))
     if result.attempt < window.attempt:
         return ReplayDecision(ignored="stale")
     if result.outcome == "heartbeat":

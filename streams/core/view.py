@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeAlias
 from streams.core._frozen import fast_init
 from streams.core.config import StreamConfig, config_to_dict
 from streams.core.model import ErrorInfo, StreamState
+from streams.core.outage import hold_started_ms
 
 Status: TypeAlias = Literal["live", "catching up", "retrying", "paused", "finished"]
 STATUSES: tuple[Status, ...] = ("live", "catching up", "retrying", "paused", "finished")
@@ -46,7 +47,9 @@ class StreamView:
     outstanding window and `attempt` its last dispatched attempt (0: not yet dispatched);
     `last_error` the latest failure of an outstanding window; `bypasses` counts the windows
     bypassed since the stream was created (replayed ones too); `committed_ms` when
-    `downstream_ms` last moved (None: not yet); `changed_ms` when this view was made.
+    `downstream_ms` last moved (None: not yet); `changed_ms` when this view was made;
+    `held_since_ms` when the outage guard began holding the bypass of an outstanding window
+    (its oldest open hold, kept until that window closes; None: none is held).
     """
 
     config: StreamConfig
@@ -59,6 +62,7 @@ class StreamView:
     committed_ms: int | None
     incarnation: int
     changed_ms: int
+    held_since_ms: int | None = None
 
     @property
     def stream_id(self) -> str:
@@ -85,13 +89,15 @@ class StreamView:
             self.bypasses,
             self.committed_ms,
             self.incarnation,
+            self.held_since_ms,
         )
 
     def body(self) -> dict[str, Any]:
-        """Everything but the stream id, its config and `changed_ms`, as wire fields."""
+        """Everything but the stream id, its config and `changed_ms`, as wire fields
+        (`held_since_ms` only while a window is held)."""
         window = self.window
         error = self.last_error
-        return {
+        body: dict[str, Any] = {
             "status": self.status,
             "downstream_ms": self.downstream_ms,
             "window": None if window is None else {"start_ms": window[0], "end_ms": window[1]},
@@ -101,6 +107,9 @@ class StreamView:
             "committed_ms": self.committed_ms,
             "incarnation": self.incarnation,
         }
+        if self.held_since_ms is not None:
+            body["held_since_ms"] = self.held_since_ms
+        return body
 
 
 def view_of(state: StreamState, bypasses: int, committed_ms: int | None, now_ms: int) -> StreamView:
@@ -135,6 +144,7 @@ def view_of(state: StreamState, bypasses: int, committed_ms: int | None, now_ms:
         committed_ms,
         state.incarnation,
         now_ms,
+        hold_started_ms(state),
     )
 
 

@@ -14,6 +14,7 @@ import base64
 import hashlib
 
 from streams.dashboard import table_page
+from streams.dashboard.timeline_page import TIMELINE_SCRIPT, TIMELINE_STYLE
 
 STYLE = """
 :root { --fg: #1d2330; --muted: #667085; --line: #e4e7ec; --bg: #f7f8fa; --card: #fff;
@@ -225,6 +226,11 @@ setupStreamControls();  // streams.dashboard.table_page
 setInterval(renderAge, 1000);
 poll();
 """
+
+
+# The window timeline's own style and script (streams.dashboard.timeline_page), after the page's.
+STYLE += TIMELINE_STYLE
+SCRIPT += TIMELINE_SCRIPT
 
 
 def _column(key: str, title: str) -> str:

@@ -13,8 +13,8 @@ STATES = ("live", "catching up", "retrying", "paused", "finished")
 MAX_MESSAGE_CHARS = 2000
 
 
-class StreamLike(Protocol):
-    """What the page needs of `streams.readmodel.StreamView`."""
+class RowSource(Protocol):
+    """What a row is copied from: `streams.readmodel.BriefView` (or StreamView)."""
 
     @property
     def stream_id(self) -> str: ...
@@ -64,7 +64,7 @@ class Row:
     paused: bool
 
     @classmethod
-    def of(cls, view: StreamLike, now_ms: int) -> Row:
+    def of(cls, view: RowSource, now_ms: int) -> Row:
         after = view.catching_up_after_ms()
         return cls(
             view.stream_id,

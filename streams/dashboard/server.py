@@ -2,9 +2,11 @@
 
 One refresher thread owns the read model: it calls `refresh()` every second and keeps a
 snapshot, and a table of the streams into which it copies only the views that changed since
-the last refresh; request threads only read them. `GET /`, `GET /api/state`, `GET /api/streams`
-(streams.dashboard.api) and `GET /healthz` are the whole surface: other paths get 404, other
-methods 405.
+the last refresh; request threads only read them (a timeline reads its one stream's view and
+listed bypasses from the model, under its lock). `GET /`, `GET /api/state`, `GET
+/api/streams` (streams.dashboard.api), `GET /api/streams/<id>/timeline`
+(streams.dashboard.timeline) and `GET /healthz` are the whole surface: other paths get 404,
+other methods 405.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from urllib.parse import urlsplit
 
 from streams.clock import now_ms
 from streams.coordinator.topics import Topics
-from streams.dashboard import api, page
+from streams.dashboard import api, page, timeline
 from streams.dashboard.state import ReadModelSource, Snapshot, state_document
 from streams.dashboard.table import StreamTable
 from streams.errors import TidemarkError
@@ -62,6 +64,7 @@ class DashboardServer:
         refresh_interval_s: float = 1.0,
         clock: Callable[[], int] = now_ms,
         outages: Callable[[int], list[SourceOutage]] | None = None,
+        commits: timeline.CommitHistory | None = None,
     ) -> None:
         self.settings = settings or KafkaSettings()
         self.prefix = prefix
@@ -72,6 +75,7 @@ class DashboardServer:
         self._model = model
         self._outages = outages  # the sources in outage at a time; None: read from `health`
         self._health: HealthReader | None = None
+        self._commits = commits  # the timeline's reads of `commits`; None: read from the topic
         self._table = StreamTable()  # shared by every snapshot; changed in place, locked
         self._snapshot = Snapshot(self._table)
         self._lock = threading.Lock()
@@ -102,6 +106,10 @@ class DashboardServer:
                 if self._outages is None:
                     self._health = HealthReader(self.settings, Topics(self.prefix).health)
                     self._outages = self._health.outages
+                if self._commits is None:
+                    from streams.dashboard.history import KafkaCommitHistory
+
+                    self._commits = KafkaCommitHistory(self.settings, Topics(self.prefix).commits)
             except BaseException:
                 self._httpd.server_close()
                 self._httpd = None
@@ -133,9 +141,10 @@ class DashboardServer:
         if self._model is not None:
             self._model.close()
             self._model = None
-        if self._health is not None:
-            self._health.close()
-            self._health = None
+        for reader in (self._health, self._commits):
+            if reader is not None:
+                reader.close()
+        self._health = self._commits = None
 
     def __enter__(self) -> DashboardServer:
         return self.start()
@@ -176,6 +185,13 @@ class DashboardServer:
             log.info("dashboard: read model refresh works again")
         with self._lock:
             self._snapshot = fresh
+
+    def timeline(self, path: str) -> tuple[HTTPStatus, dict[str, Any]]:
+        """The answer to `GET /api/streams/<id>/timeline` (streams.dashboard.timeline)."""
+        model = self._model
+        if model is None:
+            return timeline.answer(path, lambda _: None, lambda _: (), self._commits, self.clock())
+        return timeline.answer(path, model.stream, model.bypasses_of, self._commits, self.clock())
 
     def health(self, now_ms: int) -> tuple[HTTPStatus, dict[str, Any]]:
         """200 while refreshes succeed; 503 before the first one, or once they go stale."""
@@ -255,6 +271,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.OK, doc)
         elif path == "/api/streams":
             self._json(*api.streams_response(dashboard.snapshot(), query, dashboard.clock()))
+        elif timeline.is_timeline_path(path):
+            self._json(*dashboard.timeline(path))
         elif path == "/healthz":
             self._json(*dashboard.health(dashboard.clock()))
         else:

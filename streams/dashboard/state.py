@@ -12,14 +12,50 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from streams.dashboard.rows import MAX_MESSAGE_CHARS, STATES, Row, StreamLike, error_json
+from streams.dashboard.rows import MAX_MESSAGE_CHARS, STATES, Row, RowSource, error_json
 from streams.dashboard.table import StreamTable
 from streams.outages import SourceOutage
 
-__all__ = ["MAX_MESSAGE_CHARS", "STATES", "BypassLike", "ReadModelSource", "Snapshot", "StreamLike"]
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "STATES",
+    "BypassLike",
+    "ReadModelSource",
+    "RowSource",
+    "Snapshot",
+    "StreamLike",
+]
 
 RECENT_BYPASSES = 50
 STATE_STREAMS = 100  # the streams /api/state carries (the largest lags); the page pages them
+
+
+class StreamLike(Protocol):
+    """What the timeline needs of one `streams.readmodel.StreamView` (streams.dashboard.timeline;
+    the table's rows need less: streams.dashboard.rows.RowSource)."""
+
+    @property
+    def stream_id(self) -> str: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def downstream_ms(self) -> int | None: ...
+    @property
+    def last_commit_ms(self) -> int | None: ...
+    @property
+    def window(self) -> tuple[int, int] | None: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def last_error(self) -> Mapping[str, str] | None: ...
+    @property
+    def bypasses(self) -> int: ...
+    @property
+    def config(self) -> Mapping[str, Any] | None: ...
+    @property
+    def held_since_ms(self) -> int | None: ...
+    def lag_ms(self, now_ms: int) -> int | None: ...
+    def state(self, now_ms: int) -> str: ...
 
 
 class BypassLike(Protocol):
@@ -48,8 +84,10 @@ class ReadModelSource(Protocol):
     caught_up: bool
 
     def refresh(self, timeout_s: float = 5.0) -> None: ...
-    def changes(self) -> tuple[Sequence[StreamLike], Sequence[str]]: ...
+    def changes(self) -> tuple[Sequence[RowSource], Sequence[str]]: ...
+    def stream(self, stream_id: str) -> StreamLike | None: ...
     def bypasses(self, limit: int | None = None) -> Sequence[BypassLike]: ...
+    def bypasses_of(self, stream_id: str) -> Sequence[BypassLike]: ...
     def close(self) -> None: ...
 
 
@@ -68,7 +106,7 @@ class Snapshot:
 
     @classmethod
     def of(
-        cls, streams: Iterable[StreamLike], bypasses: Iterable[BypassLike], refreshed_ms: int
+        cls, streams: Iterable[RowSource], bypasses: Iterable[BypassLike], refreshed_ms: int
     ) -> Snapshot:
         table = StreamTable(Row.of(view, refreshed_ms) for view in streams)
         return cls(table, recent_bypasses(bypasses), refreshed_ms)

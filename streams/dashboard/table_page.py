@@ -105,10 +105,11 @@ function streamsUrl() {
   return "/api/streams?" + params.toString();
 }
 
-function saveStreamView() {  // in the #fragment, so that a reload keeps them too
-  const params = new URLSearchParams({sort: streamView.sort, order: streamView.order,
-    offset: String(streamView.offset), limit: String(streamView.limit)});
+function saveStreamView() {  // in the #fragment (beside others' keys): a reload keeps them
+  const params = new URLSearchParams(location.hash.slice(1));
+  for (const key of ["sort", "order", "offset", "limit"]) params.set(key, String(streamView[key]));
   if (streamView.q) params.set("q", streamView.q);
+  else params.delete("q");
   history.replaceState(null, "", "#" + params.toString());
 }
 

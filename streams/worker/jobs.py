@@ -188,6 +188,11 @@ class JobBoard:
         found = [j for j in self._jobs if j.state in ("waiting", "ready")]
         return sorted(found, key=lambda j: (j.token.partition, j.token.offset))
 
+    @property
+    def busy(self) -> bool:
+        """Whether a handler is running (its outcome will come back through the queue)."""
+        return bool(self._running)
+
     def running(self) -> list[Job]:
         """Jobs whose handler is running and whose outcome is still wanted."""
         return list(self._running)

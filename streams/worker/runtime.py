@@ -179,9 +179,15 @@ class WorkerRuntime:
         if self._holding:  # full for a moment: wait for a handler rather than poll
             self._wait_for_outcome(HOLD_WAIT_S)
             return
-        fetched = self._source.poll(self._config.poll_interval_s)
+        # While a handler runs, a blocking poll would keep its result waiting for the poll's
+        # whole timeout (a lone 5 ms task took 63 ms to its result): look for a task without
+        # blocking, then wait on the handlers' queue instead, which wakes at once.
+        busy = self._board.busy
+        fetched = self._source.poll(0 if busy else self._config.poll_interval_s)
         if fetched is not None:
             self._take(fetched, accepting=accepting)
+        elif busy:
+            self._wait_for_outcome(HOLD_WAIT_S)
 
     def _take(self, fetched: Fetched, *, accepting: bool) -> None:
         (topic, partition), offset = fetched.partition, fetched.offset

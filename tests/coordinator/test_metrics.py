@@ -22,12 +22,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.coordinator.metrics import (
-    PROGRESS_BUCKETS,
-    ConsumerLagCollector,
-    CoordinatorMetrics,
-    consumer_groups,
-)
+from streams.coordinator.gauges import PROGRESS_BUCKETS, ConsumerLagCollector, consumer_groups
+from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.topics import Topics
 from streams.errors import BrokerUnavailable
 from streams.kafka.lag import LagRow

@@ -3,18 +3,23 @@ processes, the `health` topic between them, a stand-in worker.
 
 Durations are short: a bypass 3 s after the first failure, retries every 500 ms, counts
 published every 200 ms. Four streams on source S fail together (an outage: their bypasses are
-held); one stream on source R fails alone (bypassed on time).
+held); one stream on source R fails alone (bypassed on time). Stale counts expire by age
+(TIDEMARK_HEALTH_STALE_MS, a few seconds here): a survivor stops holding on a dead coordinator's
+counts, and `tidemark status` stops showing an outage nobody publishes any more.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from streams.cli import app
 from streams.coordinator.processor import partition_of
 from streams.coordinator.settings import default_instance
 from streams.kafka.settings import KafkaSettings
@@ -71,6 +76,32 @@ def bypassed(tail: Tail, stream_ids: list[str]) -> list[dict[str, Any]]:
 
 def first_failure_ms(tail: Tail, stream_id: str) -> int:
     return min(t["dispatched_ms"] for t in tail.values("tasks", stream_id))
+
+
+def split(a: CoordinatorProcess, b: CoordinatorProcess) -> set[int]:
+    """Wait until the two coordinators share the four partitions; those `a` owns."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ha, hb = a.health(), b.health()
+        owned = sorted((ha or {}).get("partitions", []) + (hb or {}).get("partitions", []))
+        if ha and hb and ha["partitions"] and hb["partitions"] and owned == [0, 1, 2, 3]:
+            return set(ha["partitions"])
+        time.sleep(0.3)
+    raise AssertionError(f"no split: {a.health()} {b.health()}")
+
+
+def three_each(unique: str, on_a: set[int]) -> tuple[list[str], list[str]]:
+    """Three stream ids on `a`'s partitions, three on the others'."""
+    mine: list[str] = []
+    theirs: list[str] = []
+    for i in range(1000):
+        stream_id = f"s{i}-{unique}"
+        group = mine if partition_of(stream_id.encode(), 4) in on_a else theirs
+        if len(group) < 3:
+            group.append(stream_id)
+        if len(mine) == len(theirs) == 3:
+            break
+    return mine, theirs
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -184,25 +215,7 @@ def test_the_view_crosses_coordinators_and_the_hold_survives_a_sigkill(
     b.start()
     tail = Tail(kafka, prefix, ["tasks", "bypassed"], f"t-{unique}")
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            ha, hb = a.health(), b.health()
-            owned = sorted((ha or {}).get("partitions", []) + (hb or {}).get("partitions", []))
-            if ha and hb and ha["partitions"] and hb["partitions"] and owned == [0, 1, 2, 3]:
-                break
-            time.sleep(0.3)
-        else:
-            raise AssertionError(f"no split: {a.health()} {b.health()}")
-        on_a = set(ha["partitions"])
-        mine: list[str] = []
-        theirs: list[str] = []
-        for i in range(1000):
-            stream_id = f"s{i}-{unique}"
-            group = mine if partition_of(stream_id.encode(), 4) in on_a else theirs
-            if len(group) < 3:
-                group.append(stream_id)
-            if len(mine) == len(theirs) == 3:
-                break
+        mine, theirs = three_each(unique, split(a, b))
         failing = sorted(mine + theirs)
         feed = Feed(kafka, prefix)
         start = now_ms() - now_ms() % WINDOW - WINDOW
@@ -238,3 +251,127 @@ def test_the_view_crosses_coordinators_and_the_hold_survives_a_sigkill(
         tail.close()
         b.kill()
         a.stop()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_dead_coordinators_counts_expire_by_age_and_the_survivors_hold_ends(
+    kafka: KafkaSettings, unique: str, tmp_path: Path, engine: str
+) -> None:
+    """TIDEMARK_HEALTH_STALE_MS set shorter than a takeover (which the README warns against):
+    once the dead coordinator's last counts are older than it, the survivor decides from its
+    own counts alone, which are no outage, and bypasses its streams; before that, it held them.
+    Without the expiry it would hold them until the takeover, and from then on (its own counts
+    of all six failing streams are an outage)."""
+    prefix = f"stale-{unique}"
+    stale_ms = 3000
+    env = {
+        **GUARD,
+        "TIDEMARK_OUTAGE_MIN_STREAMS": "5",
+        "TIDEMARK_SESSION_TIMEOUT_MS": "10000",  # no takeover for 10 s after the kill
+        "TIDEMARK_HEALTH_STALE_MS": str(stale_ms),
+    }
+    a, b = (
+        CoordinatorProcess(
+            kafka, prefix, tmp_path / n, tmp_path / f"{n}.log", 4, engine=engine, env=env
+        )
+        for n in "ab"
+    )
+    a.start().wait_ready(partitions=4)
+    b.start()
+    tail = Tail(kafka, prefix, ["tasks", "bypassed"], f"t-{unique}")
+    try:
+        on_a = split(a, b)
+        mine, theirs = three_each(unique, on_a)
+        failing = sorted(mine + theirs)
+        feed = Feed(kafka, prefix)
+        start = now_ms() - now_ms() % WINDOW - WINDOW
+        with Responder(kafka, prefix, f"w-{unique}", Source({"S"}).policy(
+            dict.fromkeys(failing, "S"))):  # fmt: skip
+            create(feed, dict.fromkeys(failing, "S"), start)
+            first_ms = tail.wait_for(
+                "every stream's first attempt",
+                lambda: (
+                    all(tail.values("tasks", s) for s in failing)
+                    and max(first_failure_ms(tail, s) for s in failing)
+                ),
+            )
+            while now_ms() < first_ms + 2 * FAST["bypass_after_ms"]:
+                tail.poll()
+            assert bypassed(tail, failing) == [], "held while both publish: six failing"
+            b.kill()  # its last counts stay on `health`, and nobody refreshes them
+            killed_ms = now_ms()
+            records = tail.wait_for(
+                "the survivor's streams bypassed once the dead one's counts went stale",
+                lambda: (found := bypassed(tail, mine)) and len(found) == len(mine) and found,
+                timeout_s=20,
+            )
+            for record in records:
+                # Not at the kill: held until the counts aged past the stale time (the last
+                # were published at most 200 ms before it); then at the next failure (a retry
+                # every 500 ms), long before the takeover.
+                assert killed_ms + stale_ms - 300 <= record["bypassed_ms"], record
+                assert record["bypassed_ms"] < killed_ms + stale_ms + 4000, record
+            assert bypassed(tail, theirs) == []  # the dead one's streams wait for a new owner
+    finally:
+        tail.close()
+        b.kill()
+        a.stop()
+
+
+def test_with_every_coordinator_dead_status_shows_the_outage_until_its_counts_go_stale(
+    kafka: KafkaSettings, unique: str, tmp_path: Path
+) -> None:
+    """What operators see when the whole group dies during an outage: `tidemark status` (and
+    the status page, through the same HealthReader) keeps the outage while the last counts
+    are fresh, and drops it once they are older than TIDEMARK_HEALTH_STALE_MS. The read side
+    is the same for both engines; the confluent one publishes here."""
+    prefix = f"gone-{unique}"
+    stale_ms = 8000
+    s_streams = [f"s{i}-{unique}" for i in range(3)]
+    coordinator = CoordinatorProcess(kafka, prefix, tmp_path / "data", tmp_path / "log", env=GUARD)
+    coordinator.start().wait_ready()
+    status_env = {
+        "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "TIDEMARK_TOPIC_PREFIX": prefix,
+        "TIDEMARK_HEALTH_STALE_MS": str(stale_ms),
+    }
+
+    def outages() -> tuple[list[dict[str, Any]], int, int]:
+        """`tidemark status --output json`'s outages, and when the call began and ended."""
+        began = now_ms()
+        result = CliRunner().invoke(app, ["status", "--output", "json"], env=status_env)
+        assert result.exit_code == 0, result.output
+        found: list[dict[str, Any]] = json.loads(result.stdout)["outages"]
+        return found, began, now_ms()
+
+    try:
+        with Responder(kafka, prefix, f"w-{unique}", Source({"S"}).policy(
+            dict.fromkeys(s_streams, "S"))):  # fmt: skip
+            create(Feed(kafka, prefix), dict.fromkeys(s_streams, "S"), now_ms() - WINDOW)
+            deadline = time.monotonic() + 30
+            while not (found := outages()[0]) and time.monotonic() < deadline:
+                time.sleep(0.3)
+            assert [(o["source"], o["failing"], o["total"]) for o in found] == [("S", 3, 3)]
+            coordinator.kill()  # every coordinator of the group: nobody publishes any more
+            killed_ms = now_ms()
+            reader = HealthReader(kafka, f"{prefix}.health")
+            try:
+                last_ms = max(e.published_ms for e in reader.refresh(10))
+            finally:
+                reader.close()
+            assert killed_ms - 2000 <= last_ms <= killed_ms  # it published until the kill
+            expires_ms = last_ms + stale_ms
+
+            found, _, ended = outages()
+            assert ended < expires_ms, "too slow to see the counts while fresh"
+            assert [o["source"] for o in found] == ["S"], "fresh counts of a dead coordinator"
+            while True:
+                found, began, ended = outages()
+                if not found:
+                    break
+                assert began < expires_ms, f"still in outage {began - last_ms} ms after"
+                time.sleep(0.3)
+            assert ended >= expires_ms, f"gone {ended - last_ms} ms after the last counts"
+            assert began < expires_ms + 3000
+    finally:
+        coordinator.kill()

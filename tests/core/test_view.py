@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -58,6 +60,28 @@ def test_progress_shows_as_announced_not_ahead_of_commits() -> None:
     apply_result(state, Result("s", task[0], task[1], 1, "ack", task[1]), now)
     assert state.downstream_ms == T0 + MIN
     assert view_of(state, 0, None, now).downstream_ms == T0  # not flushed yet
+
+
+def test_a_held_window_shows_when_its_hold_began_until_it_closes() -> None:
+    state = created(retry=Immediate(), bypass_after_ms=MIN)
+    error = ErrorInfo("no_data", "source down")
+    now = T0 + MIN
+    _dispatch(state, now)
+    held: list[int | None] = []
+    for step in range(3):  # the budget runs out at the second failure: held from there on
+        now = T0 + MIN + step * MIN
+        nack = Result("s", T0, T0 + MIN, state.windows[0].attempt, "nack", error=error)
+        apply_result(state, nack, now, max_hold_ms=3_600_000)
+        view = view_of(state, 0, None, now)
+        held.append(view.held_since_ms)
+        assert view.body().get("held_since_ms") == view.held_since_ms
+    assert held == [None, T0 + 2 * MIN, T0 + 2 * MIN]
+    assert "held_since_ms" not in view_of(created(), 0, None, now).body()
+    unheld = view_of(state, 0, None, now)
+    assert dataclasses.replace(unheld, held_since_ms=None).key() != unheld.key()
+    attempt = state.windows[0].attempt
+    apply_result(state, Result("s", T0, T0 + MIN, attempt, "ack", T0 + MIN), now)
+    assert view_of(state, 0, None, now).held_since_ms is None  # closed: no longer held
 
 
 def _dispatch(state: StreamState, now_ms: int) -> list[tuple[int, int]]:

@@ -19,6 +19,7 @@ class FakeStream:
     last_commit_ms: int | None = None
     config: dict[str, object] | None = None
     behind_ms: int | None = None  # set: live or catching up by the lag, as a real view is
+    held_since_ms: int | None = None
 
     def lag_ms(self, now_ms: int) -> int | None:
         return None if self.downstream_ms is None else now_ms - self.downstream_ms
@@ -76,9 +77,15 @@ class FakeReadModel:
         removed, self._shown = sorted(self._shown - ids), ids
         return views, removed
 
+    def stream(self, stream_id: str) -> FakeStream | None:
+        return next((view for view in self.views if view.stream_id == stream_id), None)
+
     def bypasses(self, limit: int | None = None) -> list[FakeBypass]:
         self.limits.append(limit)
         return list(self.bypass_views)
+
+    def bypasses_of(self, stream_id: str) -> list[FakeBypass]:
+        return [b for b in self.bypass_views if b.stream_id == stream_id]
 
     def close(self) -> None:
         self.closed = True

@@ -229,5 +229,13 @@ def test_the_table_pages_sorts_and_searches_on_the_server(browser: Browser) -> N
         page.reload()
         expect(page.get_by_role("searchbox")).to_have_value("cluster-000")
         wait_for_ids(page, [f"cluster-{i:04d}" for i in range(10)])
+
+        # Selecting a stream for its timeline keeps the table's keys in the #fragment, and back.
+        row(page, "stream", "cluster-0003").click()
+        page.wait_for_function("() => location.hash.includes('stream=cluster-0003')")
+        assert parse_qs(page.evaluate("location.hash.slice(1)"))["q"] == ["cluster-000"]
+        page.get_by_role("button", name="Lag").click()
+        page.wait_for_function("() => location.hash.includes('sort=lag_ms')")
+        assert "stream=cluster-0003" in page.evaluate("location.hash")
         OUTPUT.mkdir(exist_ok=True)
         page.screenshot(path=str(OUTPUT / "dashboard-search.png"), full_page=True)

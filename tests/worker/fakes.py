@@ -39,6 +39,7 @@ class InMemoryTaskSource:
         self.pauses = 0
         self.closed = False
         self.fail_commits = False
+        self.poll_timeouts: list[float] = []
         self._events: deque[tuple[str, list[Partition]]] = deque()
         self._listener: SourceListener | None = None
 
@@ -73,6 +74,7 @@ class InMemoryTaskSource:
 
     def poll(self, timeout_s: float) -> Fetched | None:
         assert self._listener is not None, "poll before open"
+        self.poll_timeouts.append(timeout_s)
         while self._events:
             kind, partitions = self._events.popleft()
             if kind == "assigned":

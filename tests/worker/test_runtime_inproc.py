@@ -289,3 +289,18 @@ def test_tasks_of_two_partitions_commit_separately() -> None:
     worker.work(6)
     assert worker.source.committed == {P0: 1, P1: 1}
     assert sorted(v["outcome"] for v in worker.sink.values()) == ["ack", "nack"]
+
+
+def test_while_a_handler_runs_the_loop_never_blocks_in_poll() -> None:
+    # A blocking poll would hold a finished handler's result for the poll's whole timeout.
+    worker = Worker(ack_all, T0)
+    started(worker, task("s"))
+    worker.source.poll_timeouts.clear()
+    worker.turns()
+    assert worker.source.poll_timeouts == [0, 0, 0]  # the handler is still running
+    worker.executor.run_all()
+    worker.turns(1)
+    assert [s.json()["outcome"] for s in worker.sink.sent] == ["ack"]
+    worker.source.poll_timeouts.clear()
+    worker.turns(1)  # idle again: the poll waits for a task
+    assert worker.source.poll_timeouts == [worker.config.poll_interval_s]

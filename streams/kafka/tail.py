@@ -1,0 +1,109 @@
+"""A bounded stretch of one partition, read on demand (the status page's window timeline).
+
+Like `topic_io.TopicReader` it assigns by hand, joins no group, commits nothing and reads
+committed records only; unlike it, each read names one partition and an offset range, so a
+caller pays for the records it asked for and no more. Every Kafka error leaves this module as
+BrokerUnavailable.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from streams.kafka.errors import broker_errors
+from streams.kafka.settings import KafkaSettings
+from streams.kafka.topic_io import TopicRecord, watermarks
+
+_BATCH = 500
+
+
+class PartitionTail:
+    """Reads ranges of offsets of one topic's partitions, one call at a time (not thread-safe)."""
+
+    def __init__(self, settings: KafkaSettings, topic: str, group_prefix: str) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.group_prefix = group_prefix
+        self._admin: AdminClient | None = None
+        self._consumer: Consumer | None = None
+
+    @broker_errors("Kafka did not answer")
+    def bounds(self, timeout_s: float) -> dict[int, tuple[int, int]]:
+        """Each partition's (low, end) offsets now, the end being the last stable offset;
+        {} while the topic does not exist."""
+        if self._admin is None:
+            self._admin = AdminClient(self.settings.librdkafka(log_level=0))
+        marks = watermarks(self._admin, [self.topic], timeout_s)
+        return {partition: bounds for (_, partition), bounds in marks.items()}
+
+    @broker_errors("Kafka did not answer")
+    def read(
+        self, partition: int, start: int, end: int, timeout_s: float
+    ) -> tuple[list[TopicRecord], int]:
+        """The records of [start, end) of `partition` that arrive within `timeout_s`, and the
+        offset to go on from (`end` once it was reached; a transaction's commit marker takes an
+        offset and is never delivered, so the partition's end counts as reached too)."""
+        if start >= end:
+            return [], start
+        deadline = time.monotonic() + timeout_s
+        consumer = self._consumer_client()
+        consumer.assign([TopicPartition(self.topic, partition, start)])
+        records: list[TopicRecord] = []
+        position = start
+        try:
+            while position < end and (left := deadline - time.monotonic()) > 0:
+                for msg in consumer.consume(_BATCH, min(left, 0.1)):
+                    offset = msg.offset()
+                    if offset is None or msg.partition() != partition:
+                        continue  # a client-wide error: librdkafka retries on its own
+                    error = msg.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:  # at `offset`: all there is
+                            position = max(position, min(offset, end))
+                        continue
+                    if offset >= end:
+                        position = end
+                        break
+                    kind, timestamp_ms = msg.timestamp()
+                    records.append(
+                        TopicRecord(
+                            self.topic,
+                            partition,
+                            offset,
+                            None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms,
+                            msg.key(),
+                            msg.value(),
+                        )
+                    )
+                    position = offset + 1
+        finally:
+            consumer.unassign()
+        return records, position
+
+    def _consumer_client(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                self.settings.consumer(
+                    **{
+                        # Required by librdkafka, never joined: partitions are assigned by hand.
+                        "group.id": f"{self.group_prefix}-{uuid.uuid4().hex[:8]}",
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        "enable.partition.eof": True,  # so that a read ends on a quiet partition
+                        "auto.offset.reset": "earliest",
+                        "fetch.wait.max.ms": 100,
+                        "log_level": 0,
+                    }
+                )
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._admin = None
