@@ -21,6 +21,7 @@ Every value is decoded by `streams.wire`; invalid ones are ignored.
 from __future__ import annotations
 
 import copy
+import heapq
 import shlex
 import threading
 from collections import Counter
@@ -187,6 +188,10 @@ class BypassView:
         )
 
 
+def _recent_first(bypass: BypassView) -> tuple[int, str, int]:
+    return (-bypass.bypassed_ms, bypass.stream_id, bypass.start_ms)
+
+
 class ReadModel:
     """The read model over one cluster's topics `{prefix}.*`; thread-safe for one refresher.
 
@@ -297,11 +302,14 @@ class ReadModel:
             return None if view is None else self._view(view)
 
     def bypasses(self, limit: int | None = None) -> list[BypassView]:
-        """Listed windows, the most recently bypassed first."""
+        """Listed windows, the most recently bypassed first (the first `limit` of them:
+        O(listed * log limit), as the status page asks each second)."""
         with self._lock:
             views = list(self._bypassed.values())
-        views.sort(key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
-        return views if limit is None else views[:limit]
+        if limit is not None:
+            return heapq.nsmallest(limit, views, key=_recent_first)
+        views.sort(key=_recent_first)
+        return views
 
     def bypasses_of(self, stream_id: str) -> list[BypassView]:
         """One stream's listed windows, by start (a scan of every listed window: for one
