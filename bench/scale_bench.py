@@ -1,7 +1,7 @@
 """Scale benchmark: one coordinator with many streams registered (100,000 by default).
 
     .venv/bin/python bench/scale_bench.py [--engine confluent|faust|both] [--streams 100000]
-        [--probes 10] [--timeout 600] [--logs DIR]
+        [--probes 10] [--timeout 600] [--logs DIR] [--no-browser] [--no-page] [--skip-restarts]
 
 Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.devbroker) for the run.
 
@@ -18,12 +18,17 @@ Printed, and tabled at the end:
   - `tidemark streams list --output json` (to /dev/null) then, in a process of its own: its
     wall time and peak RSS, and that it lists every stream (the read model reads the compacted
     `streams` and `bypassed` topics only);
+  - the status page's first render then (bench/status_page_bench.py): `tidemark dashboard`
+    started over those topics, to its first page of `/api/streams` and to every stream
+    counted, in headless Chromium too (`--no-browser` skips it); then single sorted and
+    searched requests, and its RSS;
   - restart, same disk: SIGTERM, start again; time from the start to the first new task
     (dispatched after the stop) on `tasks`, and to /health ready with every stream indexed;
   - lost disk: SIGKILL, delete the data folder, start again; time to /health ready with every
     stream indexed (restored from the changelog), and to the first new task; RSS after;
   - rebuilds of the due-index in each phase, from the coordinator's log: one per assignment, so
     more than one per start means the group rebalanced (a loop blocked past the session).
+`--skip-restarts` stops after the status page (no restart, no lost disk).
 Every wait is bounded by --timeout; on a timeout it says what it was waiting for, stops what it
 started and exits with status 1.
 """
@@ -57,6 +62,7 @@ from common import (
     rss_kib,
 )
 from confluent_kafka import Producer
+from status_page_bench import status_page
 
 from streams.kafka.settings import KafkaSettings
 from tests.support.coordinator import CoordinatorProcess
@@ -206,8 +212,16 @@ def streams_list(proc: CoordinatorProcess, total: int, timeout_s: float) -> str:
 
 
 def run_engine(
-    kafka: KafkaSettings, engine: str, streams: int, probes: int, timeout_s: float, home: Path
+    kafka: KafkaSettings,
+    engine: str,
+    streams: int,
+    probes: int,
+    timeout_s: float,
+    home: Path,
+    page: str = "browser",
 ) -> dict[str, str]:
+    """The phases above; `page` is "browser", "http" (no Chromium) or "" (no status page), and
+    `page` ending in "-only" stops after the status page."""
     prefix = f"scale-{engine}-{uuid.uuid4().hex[:6]}"
     proc = coordinator(kafka, prefix, home, engine)
     data_dir = Path(proc.env["TIDEMARK_DATA_DIR"])
@@ -234,6 +248,16 @@ def run_engine(
         print(f"[{engine}] RSS {out['RSS, all registered']}", flush=True)
         out["`tidemark streams list`, all shown"] = streams_list(proc, total, timeout_s)
         print(f"[{engine}] streams list: {out['`tidemark streams list`, all shown']}", flush=True)
+        if page:
+            home.mkdir(parents=True, exist_ok=True)
+            out.update(status_page({**proc.env, "TIDEMARK_WEB_PORT": "0"}, prefix, total,
+                                   timeout_s, home / "dashboard.log",
+                                   browser=page.startswith("browser")))  # fmt: skip
+            for name, value in out.items():
+                if "status page" in name or name.startswith("/api/"):
+                    print(f"[{engine}] {name}: {value}", flush=True)
+            if page.endswith("-only"):
+                return out
 
         out["rebuilds, registration"] = rebuilds_since(proc, (0, 0))
 
@@ -290,7 +314,15 @@ def main() -> int:
     parser.add_argument("--probes", type=int, default=10, help="live 1 s streams, acked")
     parser.add_argument("--timeout", type=float, default=600, help="seconds, for each wait")
     parser.add_argument("--logs", type=Path, help="keep the coordinator's log in this folder")
+    parser.add_argument(
+        "--no-browser", action="store_true", help="the status page without Chromium"
+    )
+    parser.add_argument("--no-page", action="store_true", help="skip the status page")
+    parser.add_argument("--skip-restarts", action="store_true", help="stop after the status page")
     args = parser.parse_args()
+    page = "" if args.no_page else "http" if args.no_browser else "browser"
+    if page and args.skip_restarts:
+        page += "-only"
     machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                f"Python {platform.python_version()}")  # fmt: skip
     print(f"machine: {machine}")
@@ -301,8 +333,9 @@ def main() -> int:
         home = args.logs or Path(tmp)
         for engine in engines_of(args.engine):
             try:
+                where = home / f"scale-{engine}"
                 results[engine] = run_engine(kafka, engine, args.streams, args.probes,
-                                             args.timeout, home / f"scale-{engine}")  # fmt: skip
+                                             args.timeout, where, page)  # fmt: skip
             except BenchTimeout as exc:
                 print(f"[{engine}] stopped: {exc}", flush=True)
                 failed = True

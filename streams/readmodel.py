@@ -21,6 +21,7 @@ Every value is decoded by `streams.wire`; invalid ones are ignored.
 from __future__ import annotations
 
 import copy
+import heapq
 import shlex
 import threading
 from collections import Counter
@@ -30,7 +31,7 @@ from typing import Any
 
 from streams.coordinator.topics import Topics
 from streams.core import config_to_dict
-from streams.core.view import Status, status_at
+from streams.core.view import Status, behind_ms, status_at
 from streams.core.view import StreamView as PublishedView
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.humanize import format_time
@@ -105,6 +106,67 @@ class StreamView:
             now_ms,
         )
 
+    def catching_up_after_ms(self) -> int | None:
+        """When a live stream turns catching up if no view comes meanwhile; None when its
+        state does not change with time (paused, retrying, finished)."""
+        config = self.config
+        return _behind_after(
+            self.status, self.downstream_ms, int(config["window_ms"]), int(config["delay_ms"])
+        )
+
+
+def _behind_after(status: Status, downstream_ms: int, window_ms: int, delay_ms: int) -> int | None:
+    if status in ("paused", "retrying", "finished"):
+        return None
+    return downstream_ms + behind_ms(window_ms, delay_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class BriefView:
+    """A stream as `StreamView` shows it, less its config: what a reader that keeps its own
+    copy of every stream needs (the status page). Frozen, and its error a dict of its own, so
+    it is safe to keep without a copy."""
+
+    stream_id: str
+    status: Status
+    downstream_ms: int
+    last_commit_ms: int | None
+    window: tuple[int, int] | None
+    attempt: int
+    last_error: dict[str, str] | None
+    bypasses: int  # its windows listed on `bypassed`
+    window_ms: int
+    delay_ms: int
+
+    @classmethod
+    def of(cls, view: PublishedView, bypasses: int) -> BriefView:
+        config, error = view.config, view.last_error
+        return cls(
+            config.stream_id,
+            view.status,
+            view.downstream_ms,
+            view.committed_ms,
+            view.window,
+            view.attempt,
+            None if error is None else error.to_wire(),
+            bypasses,
+            config.window_ms,
+            config.delay_ms,
+        )
+
+    @property
+    def paused(self) -> bool:
+        return self.status == "paused"
+
+    def lag_ms(self, now_ms: int) -> int:
+        return now_ms - self.downstream_ms
+
+    def state(self, now_ms: int) -> Status:
+        return status_at(self.status, self.downstream_ms, self.window_ms, self.delay_ms, now_ms)
+
+    def catching_up_after_ms(self) -> int | None:
+        return _behind_after(self.status, self.downstream_ms, self.window_ms, self.delay_ms)
+
 
 @dataclass(frozen=True)
 class BypassView:
@@ -124,6 +186,10 @@ class BypassView:
             f"tidemark replay {shlex.quote(self.stream_id)} "
             f"--from {format_time(self.start_ms)} --to {format_time(self.end_ms)}"
         )
+
+
+def _recent_first(bypass: BypassView) -> tuple[int, str, int]:
+    return (-bypass.bypassed_ms, bypass.stream_id, bypass.start_ms)
 
 
 class ReadModel:
@@ -147,6 +213,8 @@ class ReadModel:
         self._bypassed: dict[tuple[str, int], BypassView] = {}  # by (stream_id, start_ms)
         self._bypass_counts: Counter[str] = Counter()
         self._reader = TopicReader(settings, self._short, "tidemark-readmodel")
+        # The streams changed since the last changes(); None until someone asks (the CLI never).
+        self._changed: set[str] | None = None
         self.caught_up = False  # whether the last refresh reached every high watermark
         self.records_read = 0  # every record applied so far, valid or not
 
@@ -161,6 +229,8 @@ class ReadModel:
         try:
             if topic == "streams":
                 stream_id, view = decode_view(key, value)
+                if self._changed is not None:
+                    self._changed.add(stream_id)
                 if view is None:
                     self._views.pop(stream_id, None)
                 else:
@@ -187,11 +257,15 @@ class ReadModel:
             None if error is None else error.to_wire(),
         )
         self._bypass_counts[bypass.stream_id] += 1
+        if self._changed is not None:
+            self._changed.add(bypass.stream_id)
 
     def _unlist(self, key: tuple[str, int]) -> None:
         old = self._bypassed.pop(key, None)
         if old is not None:
             self._bypass_counts[old.stream_id] -= 1
+            if self._changed is not None:
+                self._changed.add(old.stream_id)
 
     # -- reading views -------------------------------------------------------------------------
 
@@ -200,6 +274,27 @@ class ReadModel:
         with self._lock:
             return [self._view(view) for _, view in sorted(self._views.items())]
 
+    def changes(self) -> tuple[list[BriefView], list[str]]:
+        """The streams whose view (or listed bypasses) changed since the last call, and the
+        stream ids removed meanwhile; the first call returns every stream.
+
+        For a reader that keeps its own copy of every stream (the status page): O(changes),
+        not O(streams), per call, and no config copied (BriefView leaves it out). The model
+        tracks changes only once this was first called.
+        """
+        with self._lock:
+            ids = self._views.keys() if self._changed is None else self._changed
+            changed, removed = [], []
+            counts, views = self._bypass_counts, self._views
+            for stream_id in ids:
+                view = views.get(stream_id)
+                if view is None:
+                    removed.append(stream_id)
+                else:
+                    changed.append(BriefView.of(view, counts[stream_id]))
+            self._changed = set()
+            return changed, removed
+
     def stream(self, stream_id: str) -> StreamView | None:
         """One stream, or None if it is unknown or deleted."""
         with self._lock:
@@ -207,11 +302,14 @@ class ReadModel:
             return None if view is None else self._view(view)
 
     def bypasses(self, limit: int | None = None) -> list[BypassView]:
-        """Listed windows, the most recently bypassed first."""
+        """Listed windows, the most recently bypassed first (the first `limit` of them:
+        O(listed * log limit), as the status page asks each second)."""
         with self._lock:
             views = list(self._bypassed.values())
-        views.sort(key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
-        return views if limit is None else views[:limit]
+        if limit is not None:
+            return heapq.nsmallest(limit, views, key=_recent_first)
+        views.sort(key=_recent_first)
+        return views
 
     def bypasses_of(self, stream_id: str) -> list[BypassView]:
         """One stream's listed windows, by start (a scan of every listed window: for one

@@ -145,6 +145,53 @@ def test_states_live_and_catching_up_are_told_by_the_lag_at_reading(model: ReadM
     assert the(model).state(T0 + 60 * MIN) == "finished"
 
 
+def test_a_live_view_says_when_it_falls_behind(model: ReadModel) -> None:
+    put(model, "streams", view(config={"delay_ms": 10_000}))
+    after = the(model).catching_up_after_ms()
+    assert after == T0 + 2 * MIN + 10_000
+    assert the(model).state(after) == "live" and the(model).state(after + 1) == "catching up"
+    for status in ("paused", "retrying", "finished"):
+        put(model, "streams", view(status=status))
+        assert the(model).catching_up_after_ms() is None
+
+
+def test_a_brief_view_shows_what_the_full_one_does_less_the_config(model: ReadModel) -> None:
+    error = {"kind": "no_data", "message": "x"}
+    for status in ("live", "retrying", "paused", "finished"):
+        put(model, "streams", view(status=status, last_error=error, config={"delay_ms": 5_000}))
+        put(model, "bypassed", bypass(T0), key=f"s/{T0}")
+        (brief,), _ = model.changes()
+        full = the(model)
+        for name in ("stream_id", "paused", "downstream_ms", "last_commit_ms", "window",
+                     "attempt", "last_error", "bypasses"):  # fmt: skip
+            assert getattr(brief, name) == getattr(full, name), name
+        assert brief.catching_up_after_ms() == full.catching_up_after_ms()
+        for now in (T0, T0 + 2 * MIN + 5_000, T0 + 2 * MIN + 5_001):
+            assert (brief.state(now), brief.lag_ms(now)) == (full.state(now), full.lag_ms(now))
+    assert not hasattr(brief, "config")
+
+
+def test_changes_are_every_stream_first_then_only_what_changed(model: ReadModel) -> None:
+    put(model, "streams", view("a"))
+    put(model, "streams", view("b"))
+    changed, removed = model.changes()
+    assert sorted(v.stream_id for v in changed) == ["a", "b"] and removed == []
+    assert model.changes() == ([], [])
+    put(model, "streams", view("a", downstream_ms=T0 + MIN))
+    put(model, "streams", None, key="b")  # deleted
+    put(model, "streams", view("c"))
+    put(model, "bypassed", bypass(T0, "d"), key=f"d/{T0}")  # of no stream shown
+    changed, removed = model.changes()
+    assert sorted((v.stream_id, v.downstream_ms) for v in changed) == [("a", T0 + MIN), ("c", T0)]
+    assert sorted(removed) == ["b", "d"]
+    put(model, "bypassed", bypass(T0, "c"), key=f"c/{T0}")  # its listed bypasses change
+    changed, _ = model.changes()
+    assert [(v.stream_id, v.bypasses) for v in changed] == [("c", 1)]
+    put(model, "bypassed", None, key=f"c/{T0}")
+    changed, _ = model.changes()
+    assert [(v.stream_id, v.bypasses) for v in changed] == [("c", 0)]
+
+
 def test_bypassed_windows_are_listed_until_a_tombstone(model: ReadModel) -> None:
     put(model, "streams", view(bypasses=2))
     put(model, "bypassed", bypass(T0), key=f"s/{T0}")

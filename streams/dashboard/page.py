@@ -1,8 +1,11 @@
 """The status page: one static HTML document with inline CSS and vanilla JS, no CDN.
 
-It fetches `/api/state` every second and redraws in place. Every piece of data is put in the
-DOM as text (`textContent`, `append(string)`), never as HTML, because stream ids and error
-messages are user input. The Content-Security-Policy allows only these exact inline blocks.
+It fetches `/api/state` (counts, banners, bypasses) and one page of `/api/streams` every second
+and redraws in place. The streams table is paged, sorted and searched on the server (its
+controls keep their page, sort and search across refreshes, and in the address's #fragment
+across reloads). Every piece of data is put in the DOM as text (`textContent`,
+`append(string)`), never as HTML, because stream ids and error messages are user input. The
+Content-Security-Policy allows only these exact inline blocks.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
+from streams.dashboard import table_page
 from streams.dashboard.timeline_page import TIMELINE_SCRIPT, TIMELINE_STYLE
 
 STYLE = """
@@ -66,19 +70,6 @@ code { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; background
 SCRIPT = """
 "use strict";
 const STATES = ["live", "catching up", "retrying", "paused", "finished"];
-const STATE_RANK = {"retrying": 0, "catching up": 1, "paused": 2, "live": 3, "finished": 4};
-const SORT_VALUE = {
-  stream_id: (s) => s.stream_id,
-  downstream_ms: (s) => s.downstream_ms,
-  lag_ms: (s) => s.lag_ms,
-  state: (s) => STATE_RANK[s.state] ?? 9,
-  window: (s) => (s.window ? s.window.start_ms : null),
-  attempt: (s) => s.attempt,
-  bypasses: (s) => s.bypasses,
-  last_error: (s) => (s.last_error ? s.last_error.kind + " " + s.last_error.message : null),
-};
-let sortKey = "lag_ms";
-let sortDesc = true;
 let latest = null;        // {doc, fetchedAt}: the last good /api/state and when it arrived
 let bypassesShown = null; // the JSON of the bypasses on screen, to redraw only on change
 let updates = 0;
@@ -122,48 +113,6 @@ function errorText(err) {
 
 function badge(state) {
   return el("span", "badge " + String(state).replace(/[^a-z]+/g, "-"), state);
-}
-
-function compare(a, b) {
-  const get = SORT_VALUE[sortKey];
-  const x = get(a), y = get(b);
-  if (x === null && y === null) return a.stream_id < b.stream_id ? -1 : 1;
-  if (x === null) return 1;   // unknown values last, whichever the direction
-  if (y === null) return -1;
-  const order = x < y ? -1 : x > y ? 1 : 0;
-  if (order !== 0) return sortDesc ? -order : order;
-  return a.stream_id < b.stream_id ? -1 : a.stream_id > b.stream_id ? 1 : 0;
-}
-
-function renderStreams(streams) {
-  const body = document.getElementById("stream-rows");
-  const rows = [...streams].sort(compare).map((s) => {
-    const tr = el("tr", null,
-      el("td", "id", s.stream_id),
-      el("td", "num", utc(s.downstream_ms)),
-      el("td", "num lag", human(s.lag_ms)),
-      el("td", null, badge(s.state)),
-      el("td", "num", s.window ? span(s.window.start_ms, s.window.end_ms) : "\\u2014"),
-      el("td", "num", String(s.attempt)),
-      el("td", "num", String(s.bypasses)),
-      el("td", "error", errorText(s.last_error)));
-    tr.dataset.streamId = s.stream_id;
-    tr.dataset.state = s.state;
-    return tr;
-  });
-  if (rows.length === 0) {
-    const td = el("td", "empty", "No streams yet: create one with `tidemark streams create`.");
-    td.colSpan = 8;
-    rows.push(el("tr", null, td));
-  }
-  body.replaceChildren(...rows);
-  for (const th of document.querySelectorAll("#streams th[data-key]")) {
-    if (th.dataset.key === sortKey) {
-      th.setAttribute("aria-sort", sortDesc ? "descending" : "ascending");
-    } else {
-      th.removeAttribute("aria-sort");
-    }
-  }
 }
 
 function copyButton(command) {
@@ -217,10 +166,12 @@ function renderBypasses(bypasses) {
 
 function renderHeader(doc) {
   const counts = document.getElementById("counts");
-  const total = doc.streams.length;
-  counts.replaceChildren(el("span", "badge", total + (total === 1 ? " stream" : " streams")),
+  const total = doc.total;
+  counts.replaceChildren(
+    el("span", "badge", total.toLocaleString("en-US") + (total === 1 ? " stream" : " streams")),
     ...STATES.map((state) => el("span", "badge " + state.replace(/ /g, "-"),
-                                state + " " + (doc.counts[state] || 0))));
+                                state + " " + (doc.counts[state] || 0).toLocaleString("en-US"))),
+    ...(doc.caught_up === false ? [el("span", "badge retrying", "still reading the topics")] : []));
   document.getElementById("refreshed").textContent = utc(doc.refreshed_ms) + " UTC";
   const banner = document.getElementById("problem");
   banner.hidden = !doc.refresh_error;
@@ -246,7 +197,6 @@ function renderAge() {
 function render() {
   const doc = latest.doc;
   renderHeader(doc);
-  renderStreams(doc.streams);
   renderBypasses(doc.bypasses);
   renderAge();
   document.body.dataset.updates = String(++updates);
@@ -256,7 +206,8 @@ async function poll() {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), 5000);
   try {
-    const response = await fetch("/api/state", {cache: "no-store", signal: abort.signal});
+    const [response] = await Promise.all([
+      fetch("/api/state", {cache: "no-store", signal: abort.signal}), fetchStreams()]);
     if (!response.ok) throw new Error("HTTP " + response.status);
     latest = {doc: await response.json(), fetchedAt: Date.now()};
     document.getElementById("offline").hidden = true;
@@ -271,14 +222,7 @@ async function poll() {
   }
 }
 
-for (const th of document.querySelectorAll("#streams th[data-key]")) {
-  th.querySelector("button").addEventListener("click", () => {
-    const key = th.dataset.key;
-    if (key === sortKey) sortDesc = !sortDesc;
-    else { sortKey = key; sortDesc = key !== "stream_id"; }
-    if (latest) renderStreams(latest.doc.streams);
-  });
-}
+setupStreamControls();  // streams.dashboard.table_page
 setInterval(renderAge, 1000);
 poll();
 """
@@ -315,6 +259,7 @@ HTML = f"""<!doctype html>
 <title>Tidemark status</title>
 <link rel="icon" href="data:,">
 <style>{STYLE}</style>
+<style>{table_page.STYLE}</style>
 </head>
 <body data-updates="0">
 <header>
@@ -329,12 +274,13 @@ HTML = f"""<!doctype html>
   <div class="banner" id="offline" role="alert" hidden></div>
   <div class="banner" id="problem" role="alert" hidden></div>
   <div class="banner" id="outage" role="alert" hidden></div>
-  <section id="streams">
-    <h2>Streams</h2>
+  <section id="streams" data-updates="0">
+    {table_page.SEARCH}
     <table>
       <thead><tr>{_STREAM_COLUMNS}</tr></thead>
       <tbody id="stream-rows"><tr><td class="empty" colspan="8">Loading&hellip;</td></tr></tbody>
     </table>
+    {table_page.PAGER}
   </section>
   <section id="bypasses">
     <h2>Recent bypasses (<span id="bypass-count">0</span>)</h2>
@@ -346,6 +292,7 @@ HTML = f"""<!doctype html>
     </table>
   </section>
 </main>
+<script>{table_page.SCRIPT}</script>
 <script>{SCRIPT}</script>
 </body>
 </html>
@@ -358,8 +305,8 @@ def _sha256(text: str) -> str:
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; "
-    f"script-src {_sha256(SCRIPT)}; "
-    f"style-src {_sha256(STYLE)}; "
+    f"script-src {_sha256(table_page.SCRIPT)} {_sha256(SCRIPT)}; "
+    f"style-src {_sha256(STYLE)} {_sha256(table_page.STYLE)}; "
     "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )

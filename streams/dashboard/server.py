@@ -1,10 +1,12 @@
 """The status page's HTTP server: read-only, stdlib only, bound to 127.0.0.1 by default.
 
 One refresher thread owns the read model: it calls `refresh()` every second and keeps a
-snapshot of copied views; request threads read that snapshot (a timeline also reads one
-stream's listed bypasses, under the model's lock). `GET /`, `GET /api/state`, `GET
-/api/streams/<id>/timeline` (streams.dashboard.timeline) and `GET /healthz` are the whole
-surface: other paths get 404, other methods 405.
+snapshot, and a table of the streams into which it copies only the views that changed since
+the last refresh; request threads only read them (a timeline reads its one stream's view and
+listed bypasses from the model, under its lock). `GET /`, `GET /api/state`, `GET
+/api/streams` (streams.dashboard.api), `GET /api/streams/<id>/timeline`
+(streams.dashboard.timeline) and `GET /healthz` are the whole surface: other paths get 404,
+other methods 405.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -19,23 +22,18 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 from streams.clock import now_ms
 from streams.coordinator.topics import Topics
-from streams.dashboard import page, timeline
-from streams.dashboard.state import (
-    RECENT_BYPASSES,
-    BypassLike,
-    Snapshot,
-    StreamLike,
-    state_document,
-)
+from streams.dashboard import api, page, timeline
+from streams.dashboard.state import ReadModelSource, Snapshot, state_document
+from streams.dashboard.table import StreamTable
 from streams.errors import TidemarkError
 from streams.kafka.settings import KafkaSettings
 from streams.outages import HealthReader, SourceOutage
@@ -46,16 +44,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 STALE_AFTER_MS = 10_000
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-class ReadModelSource(Protocol):
-    """The part of `streams.readmodel.ReadModel` the server uses (a fake in unit tests)."""
-
-    def refresh(self, timeout_s: float = 5.0) -> None: ...
-    def streams(self) -> Sequence[StreamLike]: ...
-    def bypasses(self, limit: int | None = None) -> Sequence[BypassLike]: ...
-    def bypasses_of(self, stream_id: str) -> Sequence[BypassLike]: ...
-    def close(self) -> None: ...
 
 
 class DashboardServer:
@@ -88,7 +76,8 @@ class DashboardServer:
         self._outages = outages  # the sources in outage at a time; None: read from `health`
         self._health: HealthReader | None = None
         self._commits = commits  # the timeline's reads of `commits`; None: read from the topic
-        self._snapshot = Snapshot()
+        self._table = StreamTable()  # shared by every snapshot; changed in place, locked
+        self._snapshot = Snapshot(self._table)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -166,7 +155,9 @@ class DashboardServer:
     def _refresh_loop(self) -> None:
         while not self._stopping.is_set():
             self.refresh_once()
-            self._stopping.wait(self.refresh_interval_s)
+            snap = self.snapshot()  # still reading the topics: on at once, not in a second
+            behind = not snap.caught_up and snap.refresh_error is None
+            self._stopping.wait(0 if behind else self.refresh_interval_s)
 
     def refresh_once(self) -> None:
         """Catch up with the topics and publish a new snapshot; keep the old one on failure.
@@ -179,7 +170,7 @@ class DashboardServer:
             return
         try:
             model.refresh()
-            fresh = Snapshot.of(model.streams(), model.bypasses(RECENT_BYPASSES), self.clock())
+            fresh = Snapshot.read(model, self._table, self.clock())
             if self._outages is not None:
                 outages = tuple(self._outages(fresh.refreshed_ms or self.clock()))
                 fresh = dataclasses.replace(fresh, outages=outages)
@@ -198,8 +189,9 @@ class DashboardServer:
     def timeline(self, path: str) -> tuple[HTTPStatus, dict[str, Any]]:
         """The answer to `GET /api/streams/<id>/timeline` (streams.dashboard.timeline)."""
         model = self._model
-        listed = model.bypasses_of if model is not None else lambda _: ()
-        return timeline.answer(path, self.snapshot(), listed, self._commits, self.clock())
+        if model is None:
+            return timeline.answer(path, lambda _: None, lambda _: (), self._commits, self.clock())
+        return timeline.answer(path, model.stream, model.bypasses_of, self._commits, self.clock())
 
     def health(self, now_ms: int) -> tuple[HTTPStatus, dict[str, Any]]:
         """200 while refreshes succeed; 503 before the first one, or once they go stale."""
@@ -270,13 +262,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.FORBIDDEN, b"forbidden host\n", "text/plain; charset=utf-8")
             return
         dashboard = self.server.dashboard
-        path = urlsplit(self.path).path
+        path, query = urlsplit(self.path)[2:4]
         if path == "/":
             headers = {"Content-Security-Policy": page.CONTENT_SECURITY_POLICY}
             self._send(HTTPStatus.OK, page.HTML, "text/html; charset=utf-8", headers)
         elif path == "/api/state":
             doc = state_document(dashboard.snapshot(), dashboard.clock())
             self._json(HTTPStatus.OK, doc)
+        elif path == "/api/streams":
+            self._json(*api.streams_response(dashboard.snapshot(), query, dashboard.clock()))
         elif timeline.is_timeline_path(path):
             self._json(*dashboard.timeline(path))
         elif path == "/healthz":
@@ -343,6 +337,8 @@ def serve(
     """Run the status page until `stop` is set (or Ctrl-C when no event is given)."""
     stop = stop or threading.Event()
     server = DashboardServer(settings, prefix, host, port).start()
+    # Many rows allocated per refresh, almost no cycles: as the coordinator (eos.GC_THRESHOLD).
+    gc.set_threshold(50_000, 20, 100)
     log.info("tidemark dashboard: serving %s (topics %s.*)", server.url, prefix)
     try:
         while not stop.wait(0.5):

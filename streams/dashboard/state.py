@@ -1,25 +1,38 @@
 """The `/api/state` document: read-model views rendered at a given time, as plain JSON data.
 
 Only what the page shows leaves the server: no stream config (its params may hold secrets),
-no raw records. Time is an argument, so the document is a pure function of its inputs.
+no raw records. Time is an argument, so the document is a pure function of its inputs. The
+streams themselves are in a `StreamTable` (streams.dashboard.table), paged by `/api/streams`;
+`/api/state` carries the counts over all of them and only the `STATE_STREAMS` largest lags.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from streams.dashboard.rows import MAX_MESSAGE_CHARS, STATES, Row, RowSource, error_json
+from streams.dashboard.table import StreamTable
 from streams.outages import SourceOutage
 
-STATES = ("live", "catching up", "retrying", "paused", "finished")
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "STATES",
+    "BypassLike",
+    "ReadModelSource",
+    "RowSource",
+    "Snapshot",
+    "StreamLike",
+]
+
 RECENT_BYPASSES = 50
-MAX_MESSAGE_CHARS = 2000
+STATE_STREAMS = 100  # the streams /api/state carries (the largest lags); the page pages them
 
 
 class StreamLike(Protocol):
-    """What the page needs of `streams.readmodel.StreamView`."""
+    """What the timeline needs of one `streams.readmodel.StreamView` (streams.dashboard.timeline;
+    the table's rows need less: streams.dashboard.rows.RowSource)."""
 
     @property
     def stream_id(self) -> str: ...
@@ -65,64 +78,68 @@ class BypassLike(Protocol):
     def replay_command(self) -> str: ...
 
 
+class ReadModelSource(Protocol):
+    """The part of `streams.readmodel.ReadModel` the server uses (a fake in unit tests)."""
+
+    caught_up: bool
+
+    def refresh(self, timeout_s: float = 5.0) -> None: ...
+    def changes(self) -> tuple[Sequence[RowSource], Sequence[str]]: ...
+    def stream(self, stream_id: str) -> StreamLike | None: ...
+    def bypasses(self, limit: int | None = None) -> Sequence[BypassLike]: ...
+    def bypasses_of(self, stream_id: str) -> Sequence[BypassLike]: ...
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """What the refresher last read. Views are copied, so requests never see one mid-update."""
+    """What the refresher last read. The table holds copies of the views (each made when its
+    view changed) and is locked while the refresher changes it, so requests never see a row
+    mid-update; the rest is replaced whole at each refresh."""
 
-    streams: tuple[StreamLike, ...] = ()
+    table: StreamTable = field(default_factory=StreamTable)
     bypasses: tuple[BypassLike, ...] = ()
     refreshed_ms: int | None = None
     refresh_error: str | None = None
     outages: tuple[SourceOutage, ...] = ()  # sources in outage (streams.outages): the banner
+    caught_up: bool = True  # whether the read model had read every topic to its end
 
     @classmethod
     def of(
-        cls, streams: Iterable[StreamLike], bypasses: Iterable[BypassLike], refreshed_ms: int
+        cls, streams: Iterable[RowSource], bypasses: Iterable[BypassLike], refreshed_ms: int
     ) -> Snapshot:
-        recent = sorted(bypasses, key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
-        return cls(
-            tuple(copy.copy(s) for s in streams),
-            tuple(recent[:RECENT_BYPASSES]),
-            refreshed_ms,
-        )
+        table = StreamTable(Row.of(view, refreshed_ms) for view in streams)
+        return cls(table, recent_bypasses(bypasses), refreshed_ms)
+
+    @classmethod
+    def read(cls, model: ReadModelSource, table: StreamTable, now_ms: int) -> Snapshot:
+        """After `model.refresh()`: copy what changed since the last read into `table`."""
+        changed, removed = model.changes()
+        table.apply([Row.of(view, now_ms) for view in changed], removed)
+        bypasses = recent_bypasses(model.bypasses(RECENT_BYPASSES))
+        return cls(table, bypasses, now_ms, caught_up=model.caught_up)
+
+
+def recent_bypasses(bypasses: Iterable[BypassLike]) -> tuple[BypassLike, ...]:
+    recent = sorted(bypasses, key=lambda b: (-b.bypassed_ms, b.stream_id, b.start_ms))
+    return tuple(recent[:RECENT_BYPASSES])
 
 
 def state_document(snapshot: Snapshot, now_ms: int) -> dict[str, Any]:
-    """The JSON body of `/api/state`: streams by lag (largest first), counts, recent bypasses."""
-    streams = [_stream(view, now_ms) for view in snapshot.streams]
-    streams.sort(key=_by_lag)
-    counts = dict.fromkeys(STATES, 0)
-    for stream in streams:
-        counts[stream["state"]] = counts.get(stream["state"], 0) + 1
+    """The JSON body of `/api/state`: counts over every stream (`total` of them), the
+    `STATE_STREAMS` with the largest lag (first), recent bypasses, sources in outage."""
+    table = snapshot.table
+    page = table.page(now_ms, "lag_ms", descending=True, limit=STATE_STREAMS)
     return {
         "now_ms": now_ms,
         "refreshed_ms": snapshot.refreshed_ms,
         "refresh_error": snapshot.refresh_error,
-        "counts": counts,
-        "streams": streams,
+        "caught_up": snapshot.caught_up,
+        "total": len(table),
+        "counts": table.counts(now_ms),
+        "streams": [row.to_json(now_ms) for row in page.rows],
         "bypasses": [_bypass(view) for view in snapshot.bypasses],
         "outages": [{**o.to_json(), "line": o.line(now_ms)} for o in snapshot.outages],
-    }
-
-
-def _by_lag(stream: dict[str, Any]) -> tuple[bool, int, str]:
-    lag = stream["lag_ms"]
-    return (lag is None, -(lag or 0), stream["stream_id"])
-
-
-def _stream(view: StreamLike, now_ms: int) -> dict[str, Any]:
-    window = view.window
-    return {
-        "stream_id": view.stream_id,
-        "state": view.state(now_ms),
-        "lag_ms": view.lag_ms(now_ms),
-        "downstream_ms": view.downstream_ms,
-        "last_commit_ms": view.last_commit_ms,
-        "window": None if window is None else {"start_ms": window[0], "end_ms": window[1]},
-        "attempt": view.attempt,
-        "last_error": _error(view.last_error),
-        "bypasses": view.bypasses,
-        "paused": view.paused,
     }
 
 
@@ -134,14 +151,6 @@ def _bypass(view: BypassLike) -> dict[str, Any]:
         "attempts": view.attempts,
         "first_failed_ms": view.first_failed_ms,
         "bypassed_ms": view.bypassed_ms,
-        "last_error": _error(view.last_error),
+        "last_error": error_json(view.last_error),
         "replay_command": view.replay_command(),
     }
-
-
-def _error(error: Mapping[str, str] | None) -> dict[str, str] | None:
-    """An error's kind and message only, the message cut to a bounded length."""
-    if not error:
-        return None
-    kind, message = str(error.get("kind", "")), str(error.get("message", ""))
-    return {"kind": kind, "message": message[:MAX_MESSAGE_CHARS]}

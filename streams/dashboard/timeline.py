@@ -26,7 +26,7 @@ tail). Cells with time between them that no record covers are marked `gap_before
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from itertools import pairwise
@@ -34,7 +34,8 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from streams.core import CommittedWindow
-from streams.dashboard.state import BypassLike, Snapshot, StreamLike, _error
+from streams.dashboard.rows import error_json as _error
+from streams.dashboard.state import BypassLike, StreamLike
 
 OUTCOMES = ("acked", "partial", "retrying", "held", "bypassed", "replayed", "open")
 MAX_CELLS = 60  # the strip's length: the most recent windows
@@ -213,27 +214,23 @@ def stream_id_of(path: str) -> str:
 
 def answer(
     path: str,
-    snapshot: Snapshot,
+    find: Callable[[str], StreamLike | None],
     listed: Callable[[str], Iterable[BypassLike]],
     history: CommitHistory | None,
     now_ms: int,
 ) -> tuple[HTTPStatus, dict[str, Any]]:
-    """The status and body for a timeline path: 400 naming the field, 404 for a stream the
-    snapshot does not have, else 200 with the document; `listed` gives a stream's windows
-    listed on `bypassed`."""
+    """The status and body for a timeline path: 400 naming the field, 404 for a stream `find`
+    does not know (the read model's `stream`: one lookup, not a scan of every stream), else 200
+    with the document; `listed` gives a stream's windows listed on `bypassed`."""
     try:
         stream_id = stream_id_of(path)
     except ValueError as exc:
         return HTTPStatus.BAD_REQUEST, {"error": str(exc), "field": "stream_id"}
-    stream = _find(snapshot.streams, stream_id)
+    stream = find(stream_id)
     if stream is None:
         return HTTPStatus.NOT_FOUND, {"error": f"unknown stream: {stream_id}"}
     recent = Recent() if history is None else history.recent(stream_id)
     return HTTPStatus.OK, timeline_document(stream, recent, listed(stream_id), now_ms)
-
-
-def _find(streams: Sequence[StreamLike], stream_id: str) -> StreamLike | None:
-    return next((s for s in streams if s.stream_id == stream_id), None)
 
 
 __all__ = [

@@ -4,9 +4,10 @@ adds them to its own, so one inline block of each stays under the Content-Securi
 A click on a stream row (or Enter on it) selects the stream; its strip comes from
 `/api/streams/<id>/timeline` every 2 s (streams.dashboard.timeline) and is redrawn only when
 it changed, so a hover survives. The section is built by the script, after the streams table,
-and the selection is kept in the URL hash (`#stream=<id>`). As in the rest of the page, data
-goes into the DOM as text only (`textContent`, `title`, `append(string)`). The script uses the
-page's helpers (`el`, `utc`, `span`, `human`, `errorText`).
+and the selection is kept in the URL hash (`stream=<id>`, beside the table's keys). As in the
+rest of the page, data goes into the DOM as text only (`textContent`, `title`,
+`append(string)`). The script uses the page's helpers (`el`, `utc`, `span`, `human`,
+`errorText`).
 """
 
 from __future__ import annotations
@@ -209,7 +210,9 @@ function selectStream(streamId) {
   timeline.id.textContent = streamId;
   timeline.note.textContent = "Loading\\u2026";
   timeline.note.className = "tl-note";
-  history.replaceState(null, "", "#stream=" + encodeURIComponent(streamId));
+  const fragment = new URLSearchParams(location.hash.slice(1));  // the table's keys stay
+  fragment.set("stream", streamId);
+  history.replaceState(null, "", "#" + fragment.toString());
   markRows();
   pollTimeline();
 }
@@ -231,7 +234,6 @@ streamRows.addEventListener("keydown", (event) => {
   }
 });
 new MutationObserver(markRows).observe(streamRows, {childList: true});
-if (location.hash.startsWith("#stream=")) {
-  try { selectStream(decodeURIComponent(location.hash.slice(8))); } catch (e) { /* a bad link */ }
-}
+const linked = new URLSearchParams(location.hash.slice(1)).get("stream");
+if (linked) selectStream(linked);
 """

@@ -18,13 +18,22 @@ class FakeStream:
     paused: bool = False
     last_commit_ms: int | None = None
     config: dict[str, object] | None = None
+    behind_ms: int | None = None  # set: live or catching up by the lag, as a real view is
     held_since_ms: int | None = None
 
     def lag_ms(self, now_ms: int) -> int | None:
         return None if self.downstream_ms is None else now_ms - self.downstream_ms
 
     def state(self, now_ms: int) -> str:
-        return self.state_name
+        after = self.catching_up_after_ms()
+        if after is None:
+            return self.state_name
+        return "catching up" if now_ms > after else "live"
+
+    def catching_up_after_ms(self) -> int | None:
+        if self.behind_ms is None or self.downstream_ms is None:
+            return None
+        return self.downstream_ms + self.behind_ms
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class FakeReadModel:
     limits: list[int | None] = field(default_factory=list)
     closed: bool = False
     refreshed: threading.Event = field(default_factory=threading.Event)
+    caught_up: bool = True
+    _shown: set[str] = field(default_factory=set)  # the ids changes() last returned
 
     def refresh(self, timeout_s: float = 5.0) -> None:
         self.refreshes += 1
@@ -59,8 +70,15 @@ class FakeReadModel:
             raise self.fail_with
         self.refreshed.set()
 
-    def streams(self) -> list[FakeStream]:
-        return list(self.views)
+    def changes(self) -> tuple[list[FakeStream], list[str]]:
+        """Every view (the table skips those unchanged), and the ids gone since last time."""
+        views = list(self.views)
+        ids = {view.stream_id for view in views}
+        removed, self._shown = sorted(self._shown - ids), ids
+        return views, removed
+
+    def stream(self, stream_id: str) -> FakeStream | None:
+        return next((view for view in self.views if view.stream_id == stream_id), None)
 
     def bypasses(self, limit: int | None = None) -> list[FakeBypass]:
         self.limits.append(limit)

@@ -3,7 +3,8 @@
 A real broker and coordinator, a stand-in worker that acks one stream and nacks another until
 it is bypassed, the DashboardServer in-process; the page must show both streams with their
 lag, the bypass with its replay command, escape user text, and update without a reload.
-The screenshot goes to test-output/dashboard.png.
+The screenshot goes to test-output/dashboard.png. Then, over a fake read model of 1,234
+streams (no broker), the table's server-side pages, sorts and debounced search.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from streams.dashboard.server import DashboardServer
 from streams.kafka.settings import KafkaSettings
+from tests.dashboard.fakes import FakeReadModel, FakeStream
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder
-
-pytestmark = pytest.mark.broker
 
 CHROMIUM = Path("/usr/bin/chromium")
 # As root, on a closed network: no sandbox, no GPU, and none of Chromium's own connections.
@@ -70,6 +71,7 @@ def row(page: Page, table: str, stream_id: str) -> Locator:
     return page.locator(f"#{table}-rows tr").filter(has=page.get_by_text(stream_id, exact=True))
 
 
+@pytest.mark.broker
 def test_the_status_page_in_a_real_browser(
     kafka: KafkaSettings, unique: str, tmp_path: Path, browser: Browser
 ) -> None:
@@ -130,12 +132,18 @@ def check_the_page(page: Page, url: str, healthy: str, failing: str) -> None:
     assert page.locator("#stream-rows b, #bypass-rows b, main img").count() == 0
     assert page.evaluate("window.__injected") is None
 
-    # Sorted by lag, largest first; a click on the header reverses it.
-    ids = "els => els.map(e => e.dataset.streamId)"
-    assert page.locator("#stream-rows tr").evaluate_all(ids) == [failing, healthy]
+    # Sorted by lag, largest first; a click on the header reverses it (on the server).
+    wait_for_ids(page, [failing, healthy])
     page.get_by_role("button", name="Lag").click()
-    assert page.locator("#stream-rows tr").evaluate_all(ids) == [healthy, failing]
+    wait_for_ids(page, [healthy, failing])
     page.get_by_role("button", name="Lag").click()
+    wait_for_ids(page, [failing, healthy])
+
+    # A search by stream id leaves one row, and clearing it brings both back.
+    page.get_by_role("searchbox").fill("flaky")
+    wait_for_ids(page, [failing])
+    page.get_by_role("searchbox").fill("")
+    wait_for_ids(page, [failing, healthy])
 
     # It updates in place: new data arrives while the first load's marker survives.
     refreshed = page.locator("#refreshed").text_content()
@@ -149,3 +157,85 @@ def check_the_page(page: Page, url: str, healthy: str, failing: str) -> None:
 
     OUTPUT.mkdir(exist_ok=True)
     page.screenshot(path=str(OUTPUT / "dashboard.png"), full_page=True)
+
+
+def wait_for_ids(page: Page, expected: list[str]) -> None:
+    """Wait until the streams table shows exactly these stream ids, in this order."""
+    page.wait_for_function(
+        """expected => JSON.stringify([...document.querySelectorAll("#stream-rows tr")]
+                        .map(e => e.dataset.streamId)) === JSON.stringify(expected)""",
+        arg=expected,
+        timeout=WAIT_MS,
+    )
+
+
+NOW = 1_800_000_000_000
+
+
+def test_the_table_pages_sorts_and_searches_on_the_server(browser: Browser) -> None:
+    views = [FakeStream(f"cluster-{i:04d}", downstream_ms=NOW - i * 1000) for i in range(1234)]
+    views.append(FakeStream("<b>bold</b>", downstream_ms=NOW))
+    model = FakeReadModel(views=views)
+    asked: list[str] = []
+    with DashboardServer(model=model, port=0, refresh_interval_s=0.2, clock=lambda: NOW) as server:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("request", lambda request: asked.append(request.url))
+        page.goto(server.url)
+        pager_text = page.locator("#stream-range")
+        expect(pager_text).to_have_text("1\u201350 of 1,235", timeout=WAIT_MS)
+        expect(page.locator("#counts")).to_contain_text("1,235 streams")
+        assert page.locator("#stream-rows tr").count() == 50  # one page in the DOM, not all
+        wait_for_ids(page, [f"cluster-{i:04d}" for i in range(1233, 1183, -1)])
+
+        # The next page, which later refreshes keep.
+        page.get_by_role("button", name="Next page").click()
+        expect(pager_text).to_have_text("51\u2013100 of 1,235")
+        wait_for_ids(page, [f"cluster-{i:04d}" for i in range(1183, 1133, -1)])
+        updates = int(page.locator("#streams").get_attribute("data-updates") or 0)
+        page.wait_for_function(
+            f"() => Number(document.getElementById('streams').dataset.updates) > {updates + 1}"
+        )
+        expect(pager_text).to_have_text("51\u2013100 of 1,235")
+
+        # By stream id, A to Z, from the first page; then the last page.
+        page.get_by_role("button", name="Stream", exact=True).click()
+        expect(page.locator("th[data-key=stream_id]")).to_have_attribute("aria-sort", "ascending")
+        wait_for_ids(page, ["<b>bold</b>", *(f"cluster-{i:04d}" for i in range(49))])
+        page.get_by_role("button", name="Last page").click()
+        expect(pager_text).to_have_text("1,201\u20131,235 of 1,235")
+        expect(page.get_by_role("button", name="Next page")).to_be_disabled()
+
+        # A search, typed key by key: one request for what was typed, not one per key.
+        page.get_by_role("searchbox").press_sequentially("cluster-12", delay=40)
+        expect(pager_text).to_have_text(
+            "1\u201334 of 34 matching \u201ccluster-12\u201d (1,235 streams)", timeout=WAIT_MS
+        )
+        wait_for_ids(page, [f"cluster-{i:04d}" for i in range(1200, 1234)])
+        searched = {parse_qs(urlsplit(u).query).get("q", [""])[0] for u in asked}
+        assert searched - {""} == {"cluster-12"}
+
+        # User text in the search and in stream ids stays text.
+        page.get_by_role("searchbox").fill("<b>")
+        wait_for_ids(page, ["<b>bold</b>"])
+        page.get_by_role("searchbox").fill("<img src=x>")
+        expect(page.locator("#stream-rows td.empty")).to_have_text(
+            "No stream id contains \u201c<img src=x>\u201d."
+        )
+        assert page.locator("#stream-rows b, #stream-rows img").count() == 0
+
+        # A reload keeps the search and the sort (in the #fragment).
+        page.get_by_role("searchbox").fill("cluster-000")
+        wait_for_ids(page, [f"cluster-{i:04d}" for i in range(10)])
+        page.reload()
+        expect(page.get_by_role("searchbox")).to_have_value("cluster-000")
+        wait_for_ids(page, [f"cluster-{i:04d}" for i in range(10)])
+
+        # Selecting a stream for its timeline keeps the table's keys in the #fragment, and back.
+        row(page, "stream", "cluster-0003").click()
+        page.wait_for_function("() => location.hash.includes('stream=cluster-0003')")
+        assert parse_qs(page.evaluate("location.hash.slice(1)"))["q"] == ["cluster-000"]
+        page.get_by_role("button", name="Lag").click()
+        page.wait_for_function("() => location.hash.includes('sort=lag_ms')")
+        assert "stream=cluster-0003" in page.evaluate("location.hash")
+        OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "dashboard-search.png"), full_page=True)

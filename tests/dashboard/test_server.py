@@ -95,12 +95,16 @@ def test_api_state_shape(server: DashboardServer, model: FakeReadModel) -> None:
         "now_ms",
         "refreshed_ms",
         "refresh_error",
+        "caught_up",
+        "total",
         "counts",
         "streams",
         "bypasses",
         "outages",
     }
     assert doc["outages"] == []
+    assert doc["caught_up"] is True
+    assert doc["total"] == 2
     assert doc["now_ms"] == NOW
     assert doc["refreshed_ms"] == NOW
     assert doc["counts"] == {
@@ -150,7 +154,7 @@ def test_user_text_is_escaped_in_json(server: DashboardServer) -> None:
     assert b'\\"quoted\\"' in body  # JSON-escaped, and never served as HTML
 
 
-@pytest.mark.parametrize("path", ["/index.html", "/api", "/api/state/x", "/api/streams", "/x/"])
+@pytest.mark.parametrize("path", ["/index.html", "/api", "/api/state/x", "/api/streams/x", "/x/"])
 def test_any_other_path_is_404(shared: DashboardServer, path: str) -> None:
     status, _, body = request(shared, "GET", path)
     assert status == 404
@@ -158,7 +162,7 @@ def test_any_other_path_is_404(shared: DashboardServer, path: str) -> None:
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "BREW"])
-@pytest.mark.parametrize("path", ["/", "/api/state", "/healthz", "/nowhere"])
+@pytest.mark.parametrize("path", ["/", "/api/state", "/api/streams", "/healthz", "/nowhere"])
 def test_any_other_method_is_405(shared: DashboardServer, method: str, path: str) -> None:
     status, headers, _ = request(shared, method, path)
     assert status == 405
@@ -253,3 +257,105 @@ def test_stop_ends_the_threads_of_connections_that_never_send_a_request() -> Non
         assert took < 3, f"stop() took {took:.1f} s"
     finally:
         idle.close()
+
+
+@pytest.fixture
+def fleet(clock: Clock) -> Iterator[tuple[DashboardServer, FakeReadModel]]:
+    """The server over 250 streams, s000 lagging least; every tenth one retrying."""
+    views = [
+        FakeStream(
+            f"s{i:03d}",
+            downstream_ms=NOW - i * 1000,
+            state_name="retrying" if i % 10 == 9 else "live",
+            attempt=i % 4,
+        )
+        for i in range(250)
+    ]
+    model = FakeReadModel(views=views)
+    with DashboardServer(model=model, port=0, refresh_interval_s=60, clock=clock) as dashboard:
+        assert model.refreshed.wait(5)
+        yield dashboard, model
+
+
+def test_api_streams_pages_sorts_and_searches_on_the_server(
+    fleet: tuple[DashboardServer, FakeReadModel],
+) -> None:
+    server, _ = fleet
+    status, doc = get_json(server, "/api/streams?limit=2")
+    assert status == 200
+    assert (doc["total"], doc["matching"], doc["offset"], doc["limit"]) == (250, 250, 0, 2)
+    assert [s["stream_id"] for s in doc["streams"]] == ["s249", "s248"]  # largest lag first
+    assert doc["counts"]["retrying"] == 25 and doc["counts"]["live"] == 225  # every stream
+    _, doc = get_json(server, "/api/streams?offset=248&limit=50")
+    assert [s["stream_id"] for s in doc["streams"]] == ["s001", "s000"]
+    _, doc = get_json(server, "/api/streams?sort=stream_id&limit=3&offset=10")
+    assert [s["stream_id"] for s in doc["streams"]] == ["s010", "s011", "s012"]
+    _, doc = get_json(server, "/api/streams?sort=attempt&order=desc&limit=2")
+    assert [(s["stream_id"], s["attempt"]) for s in doc["streams"]] == [("s247", 3), ("s243", 3)]
+    _, doc = get_json(server, "/api/streams?sort=state&order=asc&limit=2")
+    assert [(s["stream_id"], s["state"]) for s in doc["streams"]] == [
+        ("s009", "retrying"),
+        ("s019", "retrying"),
+    ]
+    _, doc = get_json(server, "/api/streams?q=s12&sort=lag_ms&order=asc")
+    assert doc["matching"] == 10
+    assert [s["stream_id"] for s in doc["streams"]][:3] == ["s120", "s121", "s122"]
+    assert doc["counts"]["retrying"] == 25  # the counts stay over every stream
+
+
+def test_api_state_carries_only_the_largest_lags(
+    fleet: tuple[DashboardServer, FakeReadModel],
+) -> None:
+    server, _ = fleet
+    _, doc = get_json(server, "/api/state")
+    assert doc["total"] == 250
+    assert len(doc["streams"]) == 100
+    assert doc["streams"][0]["stream_id"] == "s249"
+    assert sum(doc["counts"].values()) == 250
+
+
+def test_api_streams_follows_each_refresh(
+    fleet: tuple[DashboardServer, FakeReadModel], clock: Clock
+) -> None:
+    server, model = fleet
+    del model.views[100:]
+    model.views[0].downstream_ms = NOW - 10_000_000
+    model.views.append(FakeStream("new-one", downstream_ms=NOW))
+    clock.now_ms += 1_000
+    server.refresh_once()
+    _, doc = get_json(server, "/api/streams?limit=1")
+    assert doc["total"] == 101
+    assert doc["streams"][0]["stream_id"] == "s000"
+    _, doc = get_json(server, "/api/streams?q=new")
+    assert [s["stream_id"] for s in doc["streams"]] == ["new-one"]
+    _, doc = get_json(server, "/api/streams?q=s2")
+    assert doc["matching"] == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "parameter"),
+    [("limit=100000", "limit"), ("sort=secret", "sort"), ("order=sideways", "order"), ("x=1", "x")],
+)
+def test_api_streams_refuses_bad_parameters_with_400(
+    shared: DashboardServer, query: str, parameter: str
+) -> None:
+    status, doc = get_json(shared, f"/api/streams?{query}")
+    assert status == 400
+    assert doc["parameter"] == parameter
+    assert doc["error"].startswith(f"bad parameter {parameter}: ")
+
+
+def test_while_the_topics_are_still_being_read_refreshes_follow_at_once() -> None:
+    model = FakeReadModel(views=[FakeStream("a")], caught_up=False)
+    with DashboardServer(model=model, port=0, refresh_interval_s=60) as dashboard:
+        deadline = time.monotonic() + 5
+        while model.refreshes < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert model.refreshes >= 3  # not one a minute
+        model.caught_up = True
+        _, doc = get_json(dashboard, "/api/streams")
+        assert doc["total"] == 1
+        time.sleep(0.2)
+        settled = model.refreshes
+        time.sleep(0.3)
+        assert model.refreshes == settled  # caught up: back to one per interval

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from streams.core import CommittedWindow
-from streams.dashboard.state import Snapshot
 from streams.dashboard.timeline import (
     MAX_CELLS,
     Recent,
@@ -171,17 +170,17 @@ def test_the_stream_id_is_the_percent_decoded_path_segment(path: str, stream_id:
 def test_a_bad_stream_id_is_refused_naming_the_field(path: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         stream_id_of(path)
-    status, doc = answer(path, Snapshot(), lambda _: [], None, T0)
+    status, doc = answer(path, lambda _: None, lambda _: [], None, T0)
     assert status == HTTPStatus.BAD_REQUEST
     assert doc == {"error": reason, "field": "stream_id"}
 
 
 def test_the_answer_is_404_for_an_unknown_stream_and_the_document_for_a_known_one() -> None:
-    snapshot = Snapshot((stream(),), (), T0)
-    status, doc = answer("/api/streams/gone/timeline", snapshot, lambda _: [], None, T0)
+    known = {"s": stream()}
+    status, doc = answer("/api/streams/gone/timeline", known.get, lambda _: [], None, T0)
     assert (status, doc) == (HTTPStatus.NOT_FOUND, {"error": "unknown stream: gone"})
     listed = FakeBypass("s", T0 - MIN, T0)
-    status, doc = answer("/api/streams/s/timeline", snapshot, lambda _: [listed], None, T0)
+    status, doc = answer("/api/streams/s/timeline", known.get, lambda _: [listed], None, T0)
     assert status == HTTPStatus.OK
     assert [c["outcome"] for c in doc["cells"]] == ["bypassed"]
     assert doc["history"]["partition"] is None  # no commits read
