@@ -9,14 +9,13 @@ BrokerUnavailable.
 from __future__ import annotations
 
 import time
-import uuid
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streams.kafka.errors import broker_errors
 from streams.kafka.settings import KafkaSettings
-from streams.kafka.topic_io import TopicRecord, watermarks
+from streams.kafka.topic_io import TopicRecord, assigning_consumer, watermarks
 
 _BATCH = 500
 
@@ -86,20 +85,7 @@ class PartitionTail:
 
     def _consumer_client(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(
-                self.settings.consumer(
-                    **{
-                        # Required by librdkafka, never joined: partitions are assigned by hand.
-                        "group.id": f"{self.group_prefix}-{uuid.uuid4().hex[:8]}",
-                        "enable.auto.commit": False,
-                        "enable.auto.offset.store": False,
-                        "enable.partition.eof": True,  # so that a read ends on a quiet partition
-                        "auto.offset.reset": "earliest",
-                        "fetch.wait.max.ms": 100,
-                        "log_level": 0,
-                    }
-                )
-            )
+            self._consumer = assigning_consumer(self.settings, self.group_prefix)
         return self._consumer
 
     def close(self) -> None:

@@ -41,6 +41,25 @@ _NO_LEADER_YET = {
 }
 
 
+def assigning_consumer(settings: KafkaSettings, group_prefix: str) -> Consumer:
+    """A consumer for partitions assigned by hand: it never joins its group nor commits, and a
+    read ends on a quiet partition (partition EOF)."""
+    return Consumer(
+        settings.consumer(
+            **{
+                # Required by librdkafka, never joined: partitions are assigned by hand.
+                "group.id": f"{group_prefix}-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,  # so that a read ends on a quiet partition
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 100,
+                "log_level": 0,
+            }
+        )
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
     """One record as read from a topic (not the coordinator's per-stream `TopicRecord`)."""
@@ -148,20 +167,7 @@ class TopicReader:
 
     def _consumer_client(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(
-                self.settings.consumer(
-                    **{
-                        # Required by librdkafka, never joined: partitions are assigned by hand.
-                        "group.id": f"{self.group_prefix}-{uuid.uuid4().hex[:8]}",
-                        "enable.auto.commit": False,
-                        "enable.auto.offset.store": False,
-                        "enable.partition.eof": True,  # so that a read ends on a quiet partition
-                        "auto.offset.reset": "earliest",
-                        "fetch.wait.max.ms": 100,
-                        "log_level": 0,
-                    }
-                )
-            )
+            self._consumer = assigning_consumer(self.settings, self.group_prefix)
         return self._consumer
 
     def close(self) -> None:
