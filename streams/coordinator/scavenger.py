@@ -18,7 +18,7 @@ from streams.core.retention import scavenge_due_ms
 
 # Streams handled per partition per tick. Over 50,000 due streams a pass took 15 ms (faust) and
 # 24 ms (confluent, its checkpoint included) at the median, 0.42 s at most, on the 2-core CI
-# machine (tests/coordinator/test_scavenger.py bounds every pass at 1 s).
+# machine (tests/coordinator/test_scavenger.py bounds every pass at 1 s of CPU).
 SCAVENGE_SLICE = 1000
 
 
