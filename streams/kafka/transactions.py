@@ -34,6 +34,11 @@ log = logging.getLogger("streams.kafka")
 TRANSACTION_TIMEOUT_MS = 10_000
 # How long one client call may block before the engine treats the broker as gone.
 CALL_TIMEOUT_S = 30.0
+# A blocking transactional call is made in slices of at most this long (a timed-out call is
+# retriable, and librdkafka resumes it): Python runs signal handlers only between calls, so a
+# SIGTERM during a 30 s commit with the broker gone would otherwise wait for the whole call
+# before the stop deadline even started.
+CALL_SLICE_S = 1.0
 
 
 class TransactionAborted(TidemarkError):
@@ -65,16 +70,22 @@ def _classify(exc: KafkaException, what: str) -> TidemarkError:
     return TransactionFatal(f"{what}: {err.str()}")
 
 
-def _retrying(call: Callable[[], Any], what: str, deadline_s: float) -> Any:
-    """Call until it succeeds, retrying what librdkafka marks retriable, up to the deadline."""
+def _retrying(call: Callable[[float], Any], what: str, deadline_s: float) -> Any:
+    """Call with a timeout of at most CALL_SLICE_S until it succeeds, retrying what librdkafka
+    marks retriable (a slice that timed out among them), up to the deadline."""
     while True:
+        timeout_s = max(0.01, min(CALL_SLICE_S, deadline_s - time.monotonic()))
         try:
-            return call()
+            return call(timeout_s)
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
-            if err.retriable() and time.monotonic() < deadline_s:
-                log.warning("%s: %s; retrying", what, err.str())
-                time.sleep(0.05)
+            # A slice that timed out is retried whatever its flags say (the transactional calls
+            # flag it retriable; a consumer's committed() does not, and is safe to ask again).
+            timed_out = err.code() == KafkaError._TIMED_OUT
+            if (err.retriable() or timed_out) and time.monotonic() < deadline_s:
+                if not timed_out:
+                    log.warning("%s: %s; retrying", what, err.str())
+                    time.sleep(0.05)
                 continue
             raise _classify(exc, what) from exc
 
@@ -179,8 +190,8 @@ class TransactionalClients:
             return {}
         deadline = time.monotonic() + CALL_TIMEOUT_S
         found = _retrying(
-            lambda: self._consumer.committed(
-                [TopicPartition(t, p) for t, p in tps], timeout=CALL_TIMEOUT_S
+            lambda timeout_s: self._consumer.committed(
+                [TopicPartition(t, p) for t, p in tps], timeout=timeout_s
             ),
             "fetching committed offsets",
             deadline,
@@ -206,9 +217,7 @@ class TransactionalClients:
     def init_transactions(self) -> None:
         """Fence any previous instance with this transactional.id and abort its transaction."""
         deadline = time.monotonic() + CALL_TIMEOUT_S
-        _retrying(
-            lambda: self._producer.init_transactions(CALL_TIMEOUT_S), "init_transactions", deadline
-        )
+        _retrying(self._producer.init_transactions, "init_transactions", deadline)
 
     def produce(
         self,
@@ -255,9 +264,13 @@ class TransactionalClients:
 
     def flush(self, timeout_s: float = CALL_TIMEOUT_S) -> None:
         """Wait for every produced message; any undelivered one means the transaction aborts."""
-        left = self._producer.flush(timeout_s)
-        if left:
-            raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")
+        deadline = time.monotonic() + timeout_s
+        while True:  # in slices, as _retrying does, so that a SIGTERM is served meanwhile
+            left = self._producer.flush(max(0.01, min(CALL_SLICE_S, deadline - time.monotonic())))
+            if not left:
+                return
+            if time.monotonic() >= deadline:
+                raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")
 
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
         """Send the input offsets with the group metadata, then commit the transaction.
@@ -272,14 +285,14 @@ class TransactionalClients:
         if tps:
             metadata = self._consumer.consumer_group_metadata()
             _retrying(
-                lambda: self._producer.send_offsets_to_transaction(tps, metadata, CALL_TIMEOUT_S),
+                lambda t: self._producer.send_offsets_to_transaction(tps, metadata, t),
                 "send_offsets_to_transaction",
                 deadline,
             )
         if self._on_offsets_sent is not None:  # crash-point tests stop the process here
             self._on_offsets_sent()
         _retrying(
-            lambda: self._producer.commit_transaction(CALL_TIMEOUT_S),
+            self._producer.commit_transaction,
             "commit_transaction",
             deadline,
         )
@@ -290,10 +303,11 @@ class TransactionalClients:
         if not self._in_transaction:
             return
         self._in_transaction = False
+        deadline = time.monotonic() + CALL_TIMEOUT_S
         try:
-            self._producer.abort_transaction(CALL_TIMEOUT_S)
-        except KafkaException as exc:
-            raise TransactionFatal(f"abort_transaction: {exc.args[0].str()}") from exc
+            _retrying(self._producer.abort_transaction, "abort_transaction", deadline)
+        except TransactionAborted as exc:
+            raise TransactionFatal(str(exc)) from exc
 
     def close(self) -> None:
         """Leave the group (its revocation callback runs here) and drop both clients."""
