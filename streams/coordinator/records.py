@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from streams.coordinator.ports import StateStore
-from streams.coordinator.record import Record
+from streams.coordinator.record import Record, Summary, stored_summary, summary_of
 from streams.errors import InvalidInput
 
 log = logging.getLogger("streams.coordinator")
@@ -175,9 +175,15 @@ class Records:
                     continue
             yield stream_id, record
 
-    def scan(self, owned: Callable[[str], bool]) -> Iterator[tuple[str, Record | None]]:
-        """Every stored stream that `owned` accepts with its record, read afresh from the store
-        (None if unreadable); changes not yet written are seen as they will be written."""
+    def scan(
+        self, owned: Callable[[str], bool], whole: bool = True
+    ) -> Iterator[tuple[str, Summary | None, Record | None]]:
+        """Every stored stream that `owned` accepts, read afresh from the store, with its
+        summary (None: unreadable) and its record; changes not yet written are seen as they
+        will be written. With `whole=False` a record is decoded (and cached) while the cache
+        has room, and past that only where its stored summary does not do
+        (streams.coordinator.record.stored_summary), its record then None: a rebuild of a
+        million streams decodes as many states as it can hold, not all of them."""
         seen: set[str] = set()
         if self.transactional:
             for stream_id in [*self._stale, *self._pending]:
@@ -187,24 +193,29 @@ class Records:
                 try:
                     record = self.peek(stream_id)
                 except InvalidInput:
-                    yield stream_id, None
+                    yield stream_id, None, None
                     continue
                 if record is not None:
-                    yield stream_id, record
+                    yield stream_id, summary_of(record.state), record
         for stream_id, raw in self.store.items():
             if stream_id in seen or not owned(stream_id):
                 continue
             self.discard(stream_id)  # another coordinator may have changed it
+            if not whole and len(self._live) >= self._cache_size:
+                summary = stored_summary(raw)
+                if summary is not None:
+                    yield stream_id, summary, None
+                    continue
             try:
                 record = self.decode(stream_id, raw)
             except InvalidInput:
-                yield stream_id, None
+                yield stream_id, None, None
                 continue
             if self.transactional:
                 self._remember_live(stream_id, record)
             else:
                 self._remember(stream_id, raw, record)
-            yield stream_id, record
+            yield stream_id, summary_of(record.state), record
 
     def forget(self, owned: Callable[[str], bool]) -> None:
         """Drop everything in memory about the streams `owned` accepts (their partitions went)."""
