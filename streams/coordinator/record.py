@@ -129,7 +129,7 @@ class Record:
         if self.committed_ms is not None:
             doc["c"] = self.committed_ms
         # Last, so that `stored_summary` finds it at the end of the bytes and parses it alone.
-        doc["x"] = (*summary_of(self.state), bool(self.outbox or self.pending_bypasses))
+        doc["x"] = (*_summary_row(self.state), bool(self.outbox or self.pending_bypasses))
         return _exact(orjson.dumps(doc))
 
     @classmethod
@@ -173,14 +173,21 @@ class Summary(NamedTuple):
 
 
 def summary_of(state: StreamState) -> Summary:
-    return Summary(
+    return Summary._make(_summary_row(state))
+
+
+def _summary_row(state: StreamState) -> tuple[Any, ...]:
+    """`summary_of` as a plain tuple, as encode stores it (about 2 µs an encode)."""
+    windows = state.windows
+    config = state.config
+    return (
         next_due_ms(state),
         state.downstream_ms,
-        sum(w.in_flight for w in state.windows),
+        int(windows[0].in_flight) if len(windows) == 1 else sum(w.in_flight for w in windows),
         bool(state.unannounced),
         state.collect_at_ms(),
-        state.config.bypass_retention_ms,
-        state.config.source,
+        config.bypass_retention_ms,
+        config.source,
         is_failing(state),
         hold_started_ms(state) is not None,
     )
