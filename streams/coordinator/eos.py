@@ -31,7 +31,7 @@ from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
 from streams.coordinator.web import HealthServer
 from streams.errors import TidemarkError
-from streams.kafka.changelog import read_to_end, watermarks
+from streams.kafka.changelog import ChangelogReader
 from streams.kafka.lag import LagReader
 from streams.kafka.transactions import (
     TransactionAborted,
@@ -269,7 +269,7 @@ class ConfluentEngine:
         # so the changelog read next holds all of its writes or none.
         offsets = self.clients.committed(tps)
         partitions = sorted({p for _, p in tps})
-        restored = sum(self._restore(p) for p in partitions)
+        restored = self._restore(partitions)
         self.positions.update(offsets)
         self.clients.assign(offsets)
         self.owned.update(partitions)
@@ -277,7 +277,7 @@ class ConfluentEngine:
         results = self.topics.results
         generation = self.catch_up.assigned()
         for p in partitions:  # where `results` stand now: read that far before any timeout
-            low, end = watermarks(self.settings.kafka, results, p)
+            low, end = self.clients.watermarks(results, p)
             committed = offsets.get((results, p), -1)
             self.catch_up.expect(generation, p, committed if committed >= 0 else low, end)
         self.status = "ok"
@@ -288,24 +288,25 @@ class ConfluentEngine:
             time.monotonic() - began,
         )
 
-    def _restore(self, partition: int) -> int:
-        """Bring partition's store up to the end of its changelog; return records applied."""
-        store = self.state.open(partition)
-        start = store.offset + 1
-        changelog = self.topics.eos_changelog
-        low, high = watermarks(self.settings.kafka, changelog, partition)
-        if start > high or (start > 0 and low > start):
-            # The topic does not hold what the store says it read up to: it was re-created
-            # or truncated, so the local state belongs to another history. Start afresh.
-            log.warning("partition %d: local state does not match %s; restoring it all",
-                        partition, changelog)  # fmt: skip
-            store = store.wipe()
-            self.state.replace(partition, store)
-            start = 0
-        count = 0
-        for entries in read_to_end(self.settings.kafka, changelog, partition, start):
-            store.write(((key, value) for _, key, value in entries), entries[-1][0])
-            count += len(entries)
+    def _restore(self, partitions: list[int]) -> int:
+        """Bring the partitions' stores up to the end of their changelog, read all at once;
+        return the records applied."""
+        starts = {}
+        with ChangelogReader(self.settings.kafka, self.topics.eos_changelog) as reader:
+            for partition in partitions:
+                store = self.state.open(partition)
+                start = reader.resume_at(partition, store.offset)
+                if start is None:
+                    log.warning("partition %d: local state does not match %s; restoring it all",
+                                partition, reader.topic)  # fmt: skip
+                    self.state.replace(partition, store.wipe())
+                    start = 0
+                starts[partition] = start
+            count = 0
+            for partition, entries in reader.read(starts):
+                changes = ((key, value) for _, key, value in entries)
+                self.state.stores[partition].write(changes, entries[-1][0])
+                count += len(entries)
         return count
 
     def _on_revoked(self, tps: list[tuple[str, int]]) -> None:

@@ -75,7 +75,17 @@ class SourceHealth:
 
     def note(self, partition: int, stream_id: str, state: StreamState | None) -> None:
         """The stream's state after a decision (None: deleted)."""
-        source = None if state is None else state.config.source
+        if state is None or state.config.source is None:
+            self.note_counts(partition, stream_id, None, False, False)
+            return
+        failing, held = is_failing(state), hold_started_ms(state) is not None
+        self.note_counts(partition, stream_id, state.config.source, failing, held)
+
+    def note_counts(
+        self, partition: int, stream_id: str, source: str | None, failing: bool, held: bool
+    ) -> None:
+        """`note`, from what the stream's state says: its source (None: none, or deleted),
+        whether it is failing and whether a window of it is held."""
         streams = self._streams.get(partition)
         old = None if streams is None else streams.get(stream_id)
         if source is None:
@@ -83,8 +93,7 @@ class SourceHealth:
                 del streams[stream_id]
                 self._count(partition, old, -1)
             return
-        assert state is not None
-        new = (source, is_failing(state), hold_started_ms(state) is not None)
+        new = (source, failing, held)
         if new == old:
             return
         if streams is None:

@@ -237,6 +237,12 @@ class CoordinatorMetrics:
         in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
         self._track(partition, state.config.stream_id, state.downstream_ms, in_flight)
 
+    def track_progress(
+        self, partition: int, stream_id: str, downstream_ms: int, in_flight: int
+    ) -> None:
+        """`track` from what a rebuild reads of a running stream (its stored summary)."""
+        self._track(partition, stream_id, downstream_ms, in_flight)
+
     def _track(self, partition: int, stream_id: str, downstream_ms: int, in_flight: int) -> None:
         self._marks[stream_id] = downstream_ms
         entry = self._streams.get(stream_id)

@@ -29,7 +29,6 @@ from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
-from streams.coordinator.record import Record
 from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
@@ -287,10 +286,14 @@ class Ownership:
         partitions = set(self.unbuilt)
         owned = self.owned_by(partitions)
         transactional = self.announcer.transactional
+        # Replays first: the scavenger's entry of a stream needs its oldest listed window.
+        busy = [] if self.replays is None else self.replays.rebuild(owned)
         count = 0
-        pending_scan: list[tuple[int, str, Record]] = []
-        for stream_id, record in self.records.scan(owned):
-            if record is None:
+        # Transactional, records past what the cache holds are indexed from their stored
+        # summaries; Faust publishes every view again (what a crash may have left unsent),
+        # which needs every record decoded.
+        for stream_id, summary, record in self.records.scan(owned, whole=not transactional):
+            if summary is None:
                 continue  # unreadable: logged, left alone
             count += 1
             if count % slice_size == 0:
@@ -299,32 +302,32 @@ class Ownership:
                     log.info("indexing of partitions %s voided by a rebalance", sorted(partitions))
                     return
             p = self.partition(stream_id)
-            self.metrics.track(p, record.state)
+            if summary.collect_at_ms is None:
+                self.metrics.track_progress(p, stream_id, summary.downstream_ms, summary.in_flight)
             if self.health is not None:
-                self.health.note(p, stream_id, record.state)
-            if self.announcer.reannounce(record, now_ms):
-                self.records.save(stream_id, record, self.records.encode(record))
-            if not transactional:  # what a crash may have left unsent
-                view = self.views.message(record, now_ms, force=True)
-                if view is not None:
-                    send_all(self.inputs.emitter, [view])
-            wake = next_due_ms(record.state)
-            if record.state.unannounced:
+                self.health.note_counts(p, stream_id, summary.source, summary.failing, summary.held)
+            if record is not None:
+                if self.announcer.reannounce(record, now_ms):
+                    self.records.save(stream_id, record, self.records.encode(record))
+                if not transactional:  # what a crash may have left unsent
+                    view = self.views.message(record, now_ms, force=True)
+                    if view is not None:
+                        send_all(self.inputs.emitter, [view])
+            wake = summary.wake_ms
+            if summary.unannounced:
                 if transactional:
                     self.announcer.note_unflushed(stream_id)
                 else:
                     wake = now_ms if wake is None else min(wake, now_ms)
             self.index.set(p, stream_id, wake)
-            pending_scan.append((p, stream_id, record))
-        if self.replays is not None:
-            for stream_id in self.replays.rebuild(owned):
-                # its first tick re-indexes it fully
-                self.index.set(self.partition(stream_id), stream_id, now_ms)
-        for p, stream_id, record in pending_scan:  # after the rebuild: it knows the bypasses
-            if record.state.ended or (
+            if summary.collect_at_ms is not None or (
                 self.replays is not None and self.replays.oldest_bypass_ms(stream_id) is not None
             ):
-                self.scavenger.note(p, stream_id, record.state)
+                self.scavenger.note_due(
+                    p, stream_id, summary.collect_at_ms, summary.bypass_retention_ms
+                )
+        for stream_id in busy:  # its first tick re-indexes it fully
+            self.index.set(self.partition(stream_id), stream_id, now_ms)
         self.unbuilt -= partitions
         if self.health is not None:
             self.health.built(partitions)

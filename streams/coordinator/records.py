@@ -10,15 +10,17 @@ written once per transaction.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from streams.coordinator.ports import StateStore
-from streams.coordinator.record import Record
+from streams.coordinator.record import Record, Summary, stored_summary, summary_of
 from streams.errors import InvalidInput
 
 log = logging.getLogger("streams.coordinator")
 
-# Decoded records kept in memory, so that a load skips the JSON decode and validation.
+# Decoded records kept in memory, so that a load skips the JSON decode and validation; the least
+# recently used goes first. Every other record is read from the store when needed.
 RECORD_CACHE_SIZE = 100_000
 _ABSENT = b""  # never a stored record (an empty value does not decode)
 
@@ -31,10 +33,14 @@ class Records:
         self.transactional = transactional
         self._cache_size = cache_size
         # At-least-once: stream -> (the stored bytes it was decoded from or saved as, record).
-        self._cache: dict[str, tuple[bytes, Record]] = {}
-        # Transactional: decoded records; those changed since their last encode; and the bytes
-        # (None: a delete) that the next checkpoint writes.
-        self._live: dict[str, Record] = {}
+        # Both caches are LRUs of at most `cache_size` (an OrderedDict evicts its oldest in
+        # O(1); a dict's `next(iter(d))` scans the slots its deletions left, which made a
+        # rebuild of a million streams quadratic).
+        self._cache: OrderedDict[str, tuple[bytes, Record]] = OrderedDict()
+        # Transactional: decoded records (at most `cache_size`: a record changed since its last
+        # encode is held by `_stale` as well, so evicting it loses nothing); those changed since
+        # their last encode; and the bytes (None: a delete) that the next checkpoint writes.
+        self._live: OrderedDict[str, Record] = OrderedDict()
         self._stale: dict[str, Record] = {}
         self._pending: dict[str, bytes | None] = {}
 
@@ -49,10 +55,12 @@ class Records:
             if record is not None:
                 # The restore point before this event: `discard` goes back to it.
                 self._pending[stream_id] = record.encode()
-                self._live[stream_id] = record
+                self._remember_live(stream_id, record)
                 return record
-            record = self._live.get(stream_id)
+            live = self._live
+            record = live.get(stream_id)
             if record is not None:
+                live.move_to_end(stream_id)
                 return record
             raw = self._pending.get(stream_id, _ABSENT)
             if raw is _ABSENT:
@@ -100,7 +108,7 @@ class Records:
     def save(self, stream_id: str, record: Record, encoded: bytes | None) -> None:
         if self.transactional:
             self._stale[stream_id] = record
-            self._live[stream_id] = record
+            self._remember_live(stream_id, record)
             return
         assert encoded is not None
         self.store.set(stream_id, encoded)
@@ -167,9 +175,15 @@ class Records:
                     continue
             yield stream_id, record
 
-    def scan(self, owned: Callable[[str], bool]) -> Iterator[tuple[str, Record | None]]:
-        """Every stored stream that `owned` accepts with its record, read afresh from the store
-        (None if unreadable); changes not yet written are seen as they will be written."""
+    def scan(
+        self, owned: Callable[[str], bool], whole: bool = True
+    ) -> Iterator[tuple[str, Summary | None, Record | None]]:
+        """Every stored stream that `owned` accepts, read afresh from the store, with its
+        summary (None: unreadable) and its record; changes not yet written are seen as they
+        will be written. With `whole=False` a record is decoded (and cached) while the cache
+        has room, and past that only where its stored summary does not do
+        (streams.coordinator.record.stored_summary), its record then None: a rebuild of a
+        million streams decodes as many states as it can hold, not all of them."""
         seen: set[str] = set()
         if self.transactional:
             for stream_id in [*self._stale, *self._pending]:
@@ -179,24 +193,29 @@ class Records:
                 try:
                     record = self.peek(stream_id)
                 except InvalidInput:
-                    yield stream_id, None
+                    yield stream_id, None, None
                     continue
                 if record is not None:
-                    yield stream_id, record
+                    yield stream_id, summary_of(record.state), record
         for stream_id, raw in self.store.items():
             if stream_id in seen or not owned(stream_id):
                 continue
             self.discard(stream_id)  # another coordinator may have changed it
+            if not whole and len(self._live) >= self._cache_size:
+                summary = stored_summary(raw)
+                if summary is not None:
+                    yield stream_id, summary, None
+                    continue
             try:
                 record = self.decode(stream_id, raw)
             except InvalidInput:
-                yield stream_id, None
+                yield stream_id, None, None
                 continue
             if self.transactional:
                 self._remember_live(stream_id, record)
             else:
                 self._remember(stream_id, raw, record)
-            yield stream_id, record
+            yield stream_id, summary_of(record.state), record
 
     def forget(self, owned: Callable[[str], bool]) -> None:
         """Drop everything in memory about the streams `owned` accepts (their partitions went)."""
@@ -221,14 +240,15 @@ class Records:
 
     def _remember(self, stream_id: str, raw: bytes, record: Record) -> None:
         cache = self._cache
-        cache.pop(stream_id, None)  # re-inserted last: the oldest entry goes first
         cache[stream_id] = (raw, record)
+        cache.move_to_end(stream_id)
         if len(cache) > self._cache_size:
-            del cache[next(iter(cache))]
+            cache.popitem(last=False)
 
     def _remember_live(self, stream_id: str, record: Record) -> None:
         live = self._live
         live[stream_id] = record
+        live.move_to_end(stream_id)
         if len(live) > self._cache_size:
             # A changed record is also held by _stale, so evicting it loses nothing.
-            del live[next(iter(live))]
+            live.popitem(last=False)

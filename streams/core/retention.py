@@ -22,8 +22,15 @@ def oldest_bypass_ms(replays: ReplayState) -> int | None:
 def scavenge_due_ms(state: StreamState, oldest_bypass: int | None) -> int | None:
     """When the scavenger has work for the stream: its collection, or its oldest listed
     window's expiry, whichever comes first (None: never)."""
-    collect_at = state.collect_at_ms()
-    expire_at = None if oldest_bypass is None else oldest_bypass + state.config.bypass_retention_ms
+    return scavenge_at_ms(state.collect_at_ms(), state.config.bypass_retention_ms, oldest_bypass)
+
+
+def scavenge_at_ms(
+    collect_at: int | None, retention_ms: int, oldest_bypass: int | None
+) -> int | None:
+    """`scavenge_due_ms` from the stream's collection time (None: it runs) and its
+    `bypass_retention_ms`, which is all it reads of the state."""
+    expire_at = None if oldest_bypass is None else oldest_bypass + retention_ms
     if collect_at is None:
         return expire_at
     return collect_at if expire_at is None else min(collect_at, expire_at)

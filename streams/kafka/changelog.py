@@ -1,4 +1,4 @@
-"""Reading a changelog partition to its end, for restoring a local store.
+"""Reading changelog partitions to their end, for restoring local stores.
 
 Under read_committed the end of a partition is its last stable offset, and a trailing
 transaction marker means the high watermark is never reached, so the end is recognised by
@@ -28,15 +28,6 @@ _NO_LEADER_YET = (
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
 )  # (offset, key, value or None for a tombstone)
-
-
-def watermarks(settings: KafkaSettings, topic: str, partition: int) -> tuple[int, int]:
-    """(low, high) offsets of a partition."""
-    consumer = Consumer(settings.librdkafka(**{"group.id": f"{topic}-restore"}))
-    try:
-        return watermarks_of(consumer, topic, partition)
-    finally:
-        consumer.close()
 
 
 def watermarks_of(consumer: Consumer, topic: str, partition: int) -> tuple[int, int]:
@@ -70,49 +61,81 @@ def has_records(settings: KafkaSettings, topic: str, partitions: int) -> bool:
         consumer.close()
 
 
-def read_to_end(
-    settings: KafkaSettings, topic: str, partition: int, from_offset: int, batch: int = 10_000
-) -> Iterator[list[Entry]]:
-    """Yield the committed records of `topic[partition]` from `from_offset` on, in batches."""
-    consumer = Consumer(
-        settings.librdkafka(
-            **{
-                "group.id": f"{topic}-restore",  # never commits; assign() needs an id anyway
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "fetch.max.bytes": 52_428_800,
-                "max.partition.fetch.bytes": 10_485_760,
-            }
+class ChangelogReader:
+    """One read_committed consumer that restores several partitions of a changelog at once:
+    they are fetched together, and the consumer is made once (a consumer per partition, and
+    one more per watermark query, cost about a second each even with nothing to read)."""
+
+    def __init__(self, settings: KafkaSettings, topic: str) -> None:
+        self.topic = topic
+        self._consumer = Consumer(
+            settings.librdkafka(
+                **{
+                    "group.id": f"{topic}-restore",  # never commits; assign() needs an id anyway
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                    "fetch.max.bytes": 52_428_800,
+                    "max.partition.fetch.bytes": 10_485_760,
+                    # What waits fetched in memory: the default is 64 MiB.
+                    "queued.max.messages.kbytes": 32_768,
+                }
+            )
         )
-    )
-    try:
-        low, high = watermarks_of(consumer, topic, partition)
-        if high <= max(low, from_offset):
-            return  # nothing past what we have
-        consumer.assign([TopicPartition(topic, partition, max(from_offset, low))])
+
+    def __enter__(self) -> ChangelogReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._consumer.close()
+
+    def watermarks(self, partition: int) -> tuple[int, int]:
+        return watermarks_of(self._consumer, self.topic, partition)
+
+    def resume_at(self, partition: int, stored_offset: int) -> int | None:
+        """Where a store that holds the partition up to `stored_offset` (-1: nothing) goes on
+        reading; None when the topic does not hold that offset (it was re-created or
+        truncated, so the store belongs to another history and must be restored whole)."""
+        start = stored_offset + 1
+        low, high = self.watermarks(partition)
+        return None if start > high or (start > 0 and low > start) else start
+
+    def read(
+        self, starts: dict[int, int], batch: int = 10_000
+    ) -> Iterator[tuple[int, list[Entry]]]:
+        """Yield (partition, its records in order) for the partitions of `starts` from their
+        start offsets on, until each has reached its end."""
+        todo = {}
+        for partition, start in starts.items():
+            low, high = self.watermarks(partition)
+            if high > max(low, start):  # else nothing past what we have
+                todo[partition] = max(start, low)
+        if not todo:
+            return
+        topic = self.topic
+        self._consumer.assign([TopicPartition(topic, p, o) for p, o in todo.items()])
+        left = set(todo)
         last_seen = time.monotonic()
-        while True:
-            out: list[Entry] = []
-            at_end = False
-            for msg in consumer.consume(batch, 0.5):
+        while left:
+            out: dict[int, list[Entry]] = {}
+            for msg in self._consumer.consume(batch, 0.5):
+                at = msg.partition()
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        at_end = True
+                        left.discard(at)
                         continue
-                    raise BrokerUnavailable(f"restoring {topic}[{partition}]: {err.str()}")
+                    raise BrokerUnavailable(f"restoring {topic}[{at}]: {err.str()}")
                 key, offset = msg.key(), msg.offset()
-                if key is not None and offset is not None:
-                    out.append((offset, key, msg.value()))
+                if key is not None and offset is not None and at is not None:
+                    entries = out.get(at)
+                    if entries is None:
+                        entries = out[at] = []
+                    entries.append((offset, key, msg.value()))
             if out:
                 last_seen = time.monotonic()
-                yield out
-            if at_end:
-                return
-            if time.monotonic() - last_seen > STALL_TIMEOUT_S:
+                yield from out.items()
+            elif time.monotonic() - last_seen > STALL_TIMEOUT_S:
                 raise BrokerUnavailable(
-                    f"restoring {topic}[{partition}]: no data and no end for {STALL_TIMEOUT_S:g} s"
+                    f"restoring {topic}{sorted(left)}: no data and no end for {STALL_TIMEOUT_S:g} s"
                 )
-    finally:
-        consumer.close()

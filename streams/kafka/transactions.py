@@ -204,6 +204,10 @@ class TransactionalClients:
             offsets[(tp.topic, tp.partition)] = offset
         return offsets
 
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(low, high) of a partition, asked through the group's consumer."""
+        return watermarks_of(self._consumer, topic, partition)
+
     def assign(self, offsets: dict[tuple[str, int], int]) -> None:
         """Start reading the given partitions at the given offsets (inside on_assign)."""
         self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])

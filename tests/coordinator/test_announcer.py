@@ -118,7 +118,7 @@ def test_transactional_mode_passes_no_delivery_callbacks_and_keeps_no_outbox() -
     assert len(d.bypassed()) == 1 and len(d.commits()) == 1
     assert d.emitter.callbacks_passed() == 0
     # No outbox, no pending bypass: the state, its bypass count and when it last committed.
-    assert set(json.loads(d.store.data[SID])) == {"s", "n", "c"}
+    assert set(json.loads(d.store.data[SID])) == {"s", "x", "n", "c"}
 
 
 def test_a_full_batch_is_flushed_before_the_checkpoint() -> None:

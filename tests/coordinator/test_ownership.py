@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 
+from streams.coordinator.health import SourceHealth
 from streams.coordinator.processor import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS
+from streams.coordinator.record import Record
+from streams.core import OutagePolicy
 
-from .fakes import T0, Driver, RecordingEmitter, ack, at
+from .fakes import T0, Driver, RecordingEmitter, ack, at, nack
 
 SID = "cluster-a"
 NEIGHBOUR = "cluster-k"  # in the same partition as cluster-a
@@ -193,3 +197,92 @@ def test_a_rebalance_while_a_rebuild_is_suspended_voids_it(transactional: bool) 
     again.assign(SID)  # and comes back: built again, whole
     assert list(again.processor.building(at(10, 0))) == []
     assert again.processor.unbuilt == set() and len(again.processor.index) == len(streams)
+
+
+def _health(d: Driver) -> SourceHealth:
+    health = SourceHealth(OutagePolicy(min_streams=1, ratio=0.1), "test")
+    processor = d.processor
+    processor.health = processor._inputs.health = processor._ownership.health = health
+    return health
+
+
+def _in_memory(d: Driver, health: SourceHealth) -> dict[str, Any]:
+    """Everything the Processor keeps in memory per stream, as plain dicts."""
+    processor = d.processor
+    return {
+        "index": processor.index._wake,
+        "scavenger": processor._scavenger.index._wake,
+        "marks": processor.metrics._marks,
+        "in_flight": {s: e.in_flight for s, e in processor.metrics._streams.items()},
+        "health": health._streams,
+    }
+
+
+def _rebuilt(d: Driver, now_ms: int, cache_size: int) -> tuple[dict[str, Any], int]:
+    """What a rebuild at `now_ms` over d's store puts in memory, with a record cache of
+    `cache_size`, and how many states it decoded."""
+    again = d.restart()
+    health = _health(again)
+    records = again.processor._records
+    records._cache_size = cache_size
+    decoded = 0
+    decode = records.decode
+
+    def counted(stream_id: str, raw: bytes) -> Record:
+        nonlocal decoded
+        decoded += 1
+        return decode(stream_id, raw)
+
+    records.decode = counted  # type: ignore[method-assign]
+    again.processor.on_assigned(range(again.partitions))
+    again.processor._ownership.build(now_ms)
+    return _in_memory(again, health), decoded
+
+
+def test_a_rebuild_from_stored_summaries_holds_what_the_inputs_built_and_decodes_nothing() -> None:
+    """Transactional: every kind of stream (in flight, retrying and failing at its source,
+    paused, bypassed and listed, finished, deleted) past what the record cache holds is rebuilt
+    from its stored summary alone, to the index, scavenger entries, metrics and outage counts
+    that the inputs built up, as from its decoded state."""
+    d = Driver(transactional=True)
+    health = _health(d)
+    d.assign(*[f"s-{i}" for i in range(40)])
+    for i in range(40):
+        config: dict[str, Any] = {"source": "thanos"} if i % 2 else {}
+        if i % 8 == 5:
+            config["end_ms"] = T0 + 60_000
+        if i % 8 == 6:
+            config["non_retryable"] = ["bad"]
+        d.upsert(f"s-{i}", at(10, 0), **config)
+    d.tick(at(10, 1))
+    for task in d.tasks():
+        i = int(task["stream_id"].split("-")[1])
+        kind = i % 8
+        if kind in (1, 6):
+            d.result(nack(task, "bad" if kind == 6 else "no_data"), at(10, 1, 5))
+        elif kind in (2, 5):
+            d.result(ack(task), at(10, 1, 5))
+        elif kind == 3:
+            d.control({"type": "pause", "stream_id": task["stream_id"]}, at(10, 1, 5))
+        elif kind == 4:
+            d.control({"type": "delete", "stream_id": task["stream_id"]}, at(10, 1, 5))
+    d.tick(at(10, 1, 6))
+    live = _in_memory(d, health)  # what the Processor built up input by input
+    assert sum(map(len, live["scavenger"].values())) == 15  # ended 10, listed 5
+    assert sum(map(len, live["health"].values())) == 20  # the streams with a source
+    assert sum(live["in_flight"].values()) == 15  # kinds 0, 3 (paused) and 7: unanswered
+    assert any(failing for s in live["health"].values() for _, failing, _ in s.values())
+
+    from_summaries, decoded = _rebuilt(d, at(10, 2), cache_size=10)
+    assert decoded == 10  # as many as the cache holds; the others from their summaries
+    assert from_summaries == live
+    from_summaries, decoded = _rebuilt(d, at(10, 2), cache_size=100)
+    assert decoded == 40 and from_summaries == live
+
+    for sid, raw in list(d.store.data.items()):  # records as they were before summaries
+        doc = orjson.loads(raw)
+        del doc["x"]
+        d.store.data[sid] = orjson.dumps(doc)
+    from_states, decoded = _rebuilt(d, at(10, 2), cache_size=10)
+    assert decoded == 40
+    assert from_states == live

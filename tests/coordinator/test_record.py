@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
-from streams.coordinator.record import Record
+import orjson
+
+from streams.coordinator.record import Record, stored_summary, summary_of
 from streams.core import (
     Commit,
     CommittedWindow,
@@ -16,6 +19,7 @@ from streams.core import (
     apply_result,
     create_state,
     flush,
+    next_due_ms,
 )
 from streams.core.model import CloseReason
 
@@ -88,7 +92,7 @@ def test_a_record_round_trips_through_its_bytes() -> None:
 def test_an_empty_outbox_is_left_out_of_the_bytes() -> None:
     record = Record.new(busy_state())
     doc = json.loads(record.encode())
-    assert set(doc) == {"s"}
+    assert set(doc) == {"s", "x"}
     assert Record.decode(record.encode()) == record
 
 
@@ -169,4 +173,60 @@ def test_confirm_bypasses_forgets_the_delivered_records_by_start() -> None:
     assert record.confirm_bypasses({at(10, 3)}) is False
     assert record.confirm_bypasses({at(10, 1)}) is True
     assert record.pending_bypasses == []
-    assert set(json.loads(record.encode())) == {"s"}
+    assert set(json.loads(record.encode())) == {"s", "x"}
+
+
+def test_the_stored_summary_is_what_the_core_says_of_the_state() -> None:
+    state = busy_state()
+    summary = stored_summary(Record.new(state).encode())
+    assert summary == summary_of(state)
+    assert summary is not None
+    assert (summary.in_flight, summary.failing, summary.held) == (2, True, False)
+    assert summary.wake_ms == next_due_ms(state) is not None
+
+
+def test_a_record_with_announcements_to_send_again_has_no_summary_to_rebuild_from() -> None:
+    assert stored_summary(Record(busy_state(), at(10, 0), [cw(0)]).encode()) is None
+    assert stored_summary(Record(busy_state(), at(10, 1), [], [bypass_wire(1)]).encode()) is None
+
+
+def test_the_summary_is_found_whatever_the_params_and_source_hold() -> None:
+    tricky = ',"x":[1,2]}'  # what the summary member looks like, inside a key and a value
+    config = StreamConfig(
+        "cluster-a", T0, params={"x": [tricky], tricky: {"x": [1]}}, source=f"src{tricky}"
+    )
+    state = create_state(config, at(10, 0)).state
+    assert state is not None
+    raw = Record.new(state).encode()
+    assert stored_summary(raw) == summary_of(state)
+    assert stored_summary(raw).source == f"src{tricky}"  # type: ignore[union-attr]
+
+
+def test_bytes_without_a_well_formed_summary_are_decoded_whole() -> None:
+    raw = Record.new(busy_state()).encode()
+    doc = json.loads(raw)
+    del doc["x"]
+    assert stored_summary(json.dumps(doc).encode()) is None  # a record from before summaries
+    for broken in ([1, 2], [None] * 10, ["7", *doc_x(raw)[1:]], [*doc_x(raw)[:9], "no"]):
+        assert stored_summary(json.dumps({**doc, "x": broken}).encode()) is None
+    assert stored_summary(b"\x00 not a record") is None
+
+
+def doc_x(raw: bytes) -> list[object]:
+    x: list[object] = json.loads(raw)["x"]
+    return x
+
+
+def test_the_bytes_a_record_keeps_are_no_larger_than_what_they_hold() -> None:
+    """orjson.dumps returns bytes that keep its whole output buffer (4 KiB for a small
+    document): a record's encoding and its cached config JSON are copies of their length."""
+    records = [Record.new(busy_state()) for _ in range(100)]
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        kept = [(record.encode(), record.config_json()) for record in records]
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = len(kept[0][0]) + len(orjson.dumps(kept[0][1]))
+    assert (after - before) / len(records) < size + 400  # objects' headers, not 4 KiB buffers

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streams.coordinator.rocks import REPLAYS, STREAMS, PartitionStore, TransactionalState
+from streams.coordinator.rocks import (
+    MEMTABLES_BYTES,
+    REPLAYS,
+    STREAMS,
+    PartitionStore,
+    TransactionalState,
+)
 
 
 def _state(tmp_path: Path) -> TransactionalState:
@@ -71,3 +77,21 @@ def test_a_wipe_empties_the_store_for_a_full_restore(tmp_path: Path) -> None:
     state.replace(0, fresh)
     assert fresh.offset == -1
     assert state.view(STREAMS).get("a1") is None
+
+
+def test_the_memtables_of_every_store_stay_within_one_budget(tmp_path: Path) -> None:
+    """100 MiB written to two stores (RocksDB's default would keep up to 64 MiB of memtables
+    per store) leave at most MEMTABLES_BYTES in memtables over both."""
+    state = _state(tmp_path)
+    streams = state.view(STREAMS)
+    value = bytes(1024)
+    for batch in range(100):
+        for i in range(1000):
+            streams.set(f"{'ab'[i % 2]}{batch}-{i}", value)
+        state.committed({0: batch, 1: batch})
+    held = sum(
+        store._db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+        for store in state.stores.values()
+    )
+    assert 0 < held <= MEMTABLES_BYTES
+    assert state.view(STREAMS).get("a0-0") == value  # flushed, still there
