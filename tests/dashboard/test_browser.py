@@ -11,32 +11,20 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from streams.dashboard.server import DashboardServer
 from streams.kafka.settings import KafkaSettings
+from tests.dashboard.conftest import OUTPUT
 from tests.dashboard.fakes import FakeReadModel, FakeStream
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder
 
-CHROMIUM = Path("/usr/bin/chromium")
-# As root, on a closed network: no sandbox, no GPU, and none of Chromium's own connections.
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-OUTPUT = Path(__file__).resolve().parents[2] / "test-output"
 FAST = {
     "bypass_after_ms": 3000,
     "retry": {"strategy": "fixed", "interval_ms": 500},
@@ -45,21 +33,6 @@ FAST = {
 WAIT_MS = 30_000
 # A nack message that would run script if the page ever rendered it as HTML.
 HOSTILE_MESSAGE = '<img src=x onerror="window.__injected = 1"> upstream returned nothing'
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    """Headless Chromium from Debian (Playwright's own browser download is never used)."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-browser.sh (as root) first")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def now_ms() -> int:

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
 from streams.dashboard.server import DashboardServer
 from streams.outages import SourceOutage
+from tests.dashboard.conftest import OUTPUT
 from tests.dashboard.fakes import FakeReadModel, FakeStream
-from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_FLAGS, OUTPUT
 
 NOW = 1_800_000_000_000
 OUTAGE = SourceOutage("thanos-eu-1", 840, 1_000, NOW - 12 * 60_000)
@@ -52,20 +52,6 @@ def test_the_state_lists_each_source_in_outage_with_its_line(
             "line": LINE,
         }
     ]
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-browser.sh (as root) first")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def test_the_page_shows_the_banner_while_a_source_is_in_outage(

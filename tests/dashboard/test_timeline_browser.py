@@ -22,11 +22,10 @@ from playwright.sync_api import Browser, Locator, Page, expect
 
 from streams.dashboard.server import DashboardServer
 from streams.kafka.settings import KafkaSettings
-from tests.dashboard.test_browser import FAST, HOSTILE_MESSAGE, OUTPUT, WAIT_MS, browser, row
+from tests.dashboard.conftest import OUTPUT
+from tests.dashboard.test_browser import FAST, HOSTILE_MESSAGE, WAIT_MS, row
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder
-
-__all__ = ["browser"]  # the fixture, shared with the page's browser test
 
 pytestmark = pytest.mark.broker
 

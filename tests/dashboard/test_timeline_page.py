@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from streams.core import CommittedWindow
 from streams.dashboard.server import DashboardServer
 from streams.dashboard.timeline import Recent
+from tests.dashboard.conftest import OUTPUT
 from tests.dashboard.fakes import FakeBypass, FakeReadModel, FakeStream
-from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_FLAGS, OUTPUT
 
 NOW = 1_795_950_000_000  # 2026-11-29T11:00:00Z
 MIN = 60_000
@@ -64,20 +64,6 @@ class FakeCommits:
 
     def close(self) -> None:
         pass
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-browser.sh (as root) first")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture
