@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streams.kafka.errors import broker_errors
 from streams.kafka.settings import KafkaSettings
-from streams.kafka.topic_io import TopicRecord, assigning_consumer, watermarks
+from streams.kafka.topic_io import TopicRecord, assigning_consumer, record_of, watermarks
 
 _BATCH = 500
 
@@ -67,17 +67,7 @@ class PartitionTail:
                     if offset >= end:
                         position = end
                         break
-                    kind, timestamp_ms = msg.timestamp()
-                    records.append(
-                        TopicRecord(
-                            self.topic,
-                            partition,
-                            offset,
-                            None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms,
-                            msg.key(),
-                            msg.value(),
-                        )
-                    )
+                    records.append(record_of(msg, self.topic, partition, offset))
                     position = offset + 1
         finally:
             consumer.unassign()

@@ -157,7 +157,7 @@ class TopicReader:
             self._positions[tp] = offset + 1
             if behind is not None and offset + 1 >= behind.get(tp, 0):
                 behind.pop(tp, None)
-            batch.append(_record(msg, topic, partition, offset))
+            batch.append(record_of(msg, topic, partition, offset))
         return batch
 
     def _watermarks(self, timeout_s: float) -> dict[tuple[str, int], tuple[int, int]]:
@@ -177,7 +177,8 @@ class TopicReader:
         self._admin = None
 
 
-def _record(msg: Message, topic: str, partition: int, offset: int) -> TopicRecord:
+def record_of(msg: Message, topic: str, partition: int, offset: int) -> TopicRecord:
+    """A consumed message as a TopicRecord (its timestamp None when the broker has none)."""
     kind, timestamp_ms = msg.timestamp()
     when = None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms
     return TopicRecord(topic, partition, offset, when, msg.key(), msg.value())
