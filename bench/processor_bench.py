@@ -6,7 +6,10 @@ results it is fed are built beforehand. Two workloads, each in both modes (Faust
 at-least-once, and transactional with a checkpoint every `--checkpoint-every` results, as the
 confluent engine does per transaction):
 
-- catching-up: `--streams` streams 20 days behind, every task acked at once;
+- catching-up: `--streams` streams 20 days behind, every task acked at once; the clock moves
+  as if the results arrived at `--rate` per second (the confluent engine's target, 15,000), so
+  that what the engine does per interval of time (a stream's view at most once a second,
+  `TIDEMARK_VIEW_INTERVAL_MS`) happens as often per result as it would there;
 - live: `--streams` streams of 1 s windows, ticked every second, 1 result in 10 a nack.
 
     .venv/bin/python bench/processor_bench.py              # the figures
@@ -57,10 +60,17 @@ class Figure:
 
 
 def _driver(transactional: bool) -> Any:
+    from streams.coordinator.settings import CoordinatorSettings
     from tests.coordinator.fakes import Driver
 
     if transactional:
-        return Driver(flush_ms=200, transactional=True, checkpoint_each=False)
+        view_interval_ms = CoordinatorSettings().view_interval_ms  # the engine's default
+        return Driver(
+            flush_ms=200,
+            transactional=True,
+            checkpoint_each=False,
+            view_interval_ms=view_interval_ms,
+        )
     return Driver(flush_ms=200)
 
 
@@ -131,7 +141,9 @@ class _Run:
             PROFILER.disable()
 
 
-def catching_up(transactional: bool, streams: int, total: int, checkpoint_every: int) -> Figure:
+def catching_up(
+    transactional: bool, streams: int, total: int, checkpoint_every: int, rate: int = 15_000
+) -> Figure:
     run = _Run(transactional, checkpoint_every)
     d = run.d
     d.processor.on_assigned(range(d.partitions))
@@ -145,7 +157,7 @@ def catching_up(transactional: bool, streams: int, total: int, checkpoint_every:
         raise SystemExit("nothing was dispatched")
     while run.handled < total:
         run.feed(tasks, now, lambda t: False)
-        now += 1
+        now += max(1, len(tasks) * 1000 // rate)  # the results took this long to arrive
         tasks = _tasks(d)
     mode = "transactional" if transactional else "faust"
     return Figure(f"catching-up, {mode}", run.handled, run.elapsed_s)
@@ -182,9 +194,11 @@ def live(transactional: bool, streams: int, total: int, checkpoint_every: int) -
 
 
 CASES = {
-    "catching-up-faust": lambda a: catching_up(False, a.streams, a.results, a.checkpoint_every),
+    "catching-up-faust": lambda a: catching_up(
+        False, a.streams, a.results, a.checkpoint_every, a.rate
+    ),
     "catching-up-transactional": lambda a: catching_up(
-        True, a.streams, a.results, a.checkpoint_every
+        True, a.streams, a.results, a.checkpoint_every, a.rate
     ),
     "live-faust": lambda a: live(False, a.streams, a.results, a.checkpoint_every),
     "live-transactional": lambda a: live(True, a.streams, a.results, a.checkpoint_every),
@@ -196,6 +210,9 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=2000)
     parser.add_argument("--results", type=int, default=40_000)
     parser.add_argument("--checkpoint-every", type=int, default=1000)
+    parser.add_argument(
+        "--rate", type=int, default=15_000, help="catching-up: results per second of the clock"
+    )
     parser.add_argument("--modes", default="faust,transactional")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)

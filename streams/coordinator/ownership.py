@@ -29,6 +29,7 @@ from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.record import Record
 from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
@@ -182,19 +183,20 @@ class Ownership:
                 due.append(p)
         return due
 
-    def on_tick(self, partition: int, now_ms: int) -> None:
+    def on_tick(self, partition: int, now_ms: int, limit: int | None = None) -> int:
         """Time-driven work of one partition: dispatches, deadlines, flushes and re-sends due.
 
         Each stream is handled on its own: one that raises is put back and retried later, and
-        the others go on.
+        the others go on. `limit`: at most this many due streams, the earliest (the others
+        stay due for the next tick). Returns how many due streams it handled.
         """
         self._tick_sent.pop(partition, None)
         if partition not in self.assigned:
-            return
+            return 0
         if self.unbuilt:
             self.build(now_ms)
         expire = partition not in self._catching_up
-        due = self.index.pop_due(partition, now_ms)
+        due = self.index.pop_due(partition, now_ms, limit)
         for i, stream_id in enumerate(due):
             try:
                 self._tick_stream(partition, stream_id, now_ms, expire)
@@ -207,6 +209,7 @@ class Ownership:
             except Exception as exc:
                 self._failed(partition, stream_id, exc, now_ms)
         self._scavenge(partition, now_ms)
+        return len(due)
 
     def _scavenge(self, partition: int, now_ms: int) -> None:
         """One slice of the scavenger's due work (`streams.coordinator.scavenger`): bypassed
@@ -235,6 +238,20 @@ class Ownership:
             except Exception as exc:
                 self.inputs.failed(stream_id, exc)
                 scavenger.index.set(partition, stream_id, now_ms + RETRY_AFTER_ERROR_MS)
+
+    def _publish_owed(self, stream_id: str, record: Record | None, now_ms: int) -> None:
+        """Transactional: publish the view that the stream's last owner deferred (and may not
+        have published before it crashed or lost the partition)."""
+        if record is None:
+            try:
+                record = self.records.peek(stream_id)
+            except InvalidInput:
+                return  # unreadable: logged, left alone
+        if record is None or record.state.deleted_ms is not None:
+            return
+        view = self.views.message(record, now_ms, force=True)
+        if view is not None:
+            send_all(self.inputs.emitter, [view])
 
     def _tick_stream(self, partition: int, stream_id: str, now_ms: int, expire: bool) -> None:
         try:
@@ -313,6 +330,8 @@ class Ownership:
                     view = self.views.message(record, now_ms, force=True)
                     if view is not None:
                         send_all(self.inputs.emitter, [view])
+            if transactional and (summary.view_owed or (record is not None and record.view_owed)):
+                self._publish_owed(stream_id, record, now_ms)  # deferred by the last owner
             wake = summary.wake_ms
             if summary.unannounced:
                 if transactional:

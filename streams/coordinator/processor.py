@@ -57,6 +57,8 @@ class Processor:
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
     passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
     at assignment, and deadlines of p count only from then (or after catch_up_max_ms).
+    `view_interval_ms` (transactional): at most one `streams` view per stream per interval
+    (see `streams.coordinator.views`).
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class Processor:
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
         health: SourceHealth | None = None,
+        view_interval_ms: int = 0,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -108,7 +111,10 @@ class Processor:
             wake=lambda stream_id: self._ownership.wake(stream_id),
         )
         self._views = Views(
-            topics, transactional, wake=lambda stream_id: self._ownership.wake(stream_id)
+            topics,
+            transactional,
+            wake=lambda stream_id: self._ownership.wake(stream_id),
+            interval_ms=view_interval_ms,
         )
         self._scavenger = Scavenger(self.replays)
         self._inputs = Inputs(
@@ -199,9 +205,10 @@ class Processor:
             ownership.build(now_ms)
         self._inputs.handle(topic, partition, offset, key, value, now_ms)
 
-    def on_tick(self, partition: int, now_ms: int) -> None:
-        """Time-driven work of one partition: dispatches, deadlines and flushes that are due."""
-        self._ownership.on_tick(partition, now_ms)
+    def on_tick(self, partition: int, now_ms: int, limit: int | None = None) -> int:
+        """Time-driven work of one partition: dispatches, deadlines and flushes that are due
+        (at most `limit` streams of it; the rest stay due). Returns how many it handled."""
+        return self._ownership.on_tick(partition, now_ms, limit)
 
     @property
     def unbuilt(self) -> set[int]:
@@ -230,11 +237,11 @@ class Processor:
 
     # -- the transactional engine's hooks ------------------------------------------------
 
-    @property
-    def dirty(self) -> bool:
+    def dirty(self, now_ms: int) -> bool:
         """Whether the next checkpoint has state to write (a tick can change a stream without
-        any output: a collection, a requeue), so that the engine commits for it."""
-        return self._records.dirty()
+        any output: a collection, a requeue) or a deferred view to publish, so that the engine
+        commits for it."""
+        return self._records.dirty() or self._views.due(now_ms)
 
     def checkpoint(self, now_ms: int) -> None:
         """Called right before the engine commits a transaction: flush every stream's waiting
@@ -262,13 +269,23 @@ class Processor:
             except Exception as exc:
                 del out[built:]  # nothing of a stream that failed goes out
                 self._inputs.failed(stream_id, exc)
+        views = self._views
         for stream_id, changed in records.changed():
             if changed is None:
-                out.append(self._views.tombstone(stream_id))
+                out.append(views.tombstone(stream_id))
                 continue
-            view = self._views.message(changed, now_ms)
+            view = views.changed(changed, now_ms)
             if view is not None:
                 out.append(view)
+        for stream_id in views.take_due(now_ms):
+            try:
+                record = records.peek(stream_id)
+            except InvalidInput:
+                continue  # unreadable: logged, left alone
+            if record is not None and record.view_owed and record.state.deleted_ms is None:
+                view = views.message(record, now_ms)
+                if view is not None:
+                    out.append(view)
         send_all(self.emitter, out)
         for stream_id in records.checkpoint():
             self.stats["stream_errors"] += 1

@@ -49,6 +49,11 @@ class Record:
     # The key (`StreamView.key`) of the view last published from this record, in memory only:
     # a view goes out when it differs (streams.coordinator.views).
     published: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
+    # Transactional (streams.coordinator.views): when that view went out (in memory only), and
+    # whether the state may have changed since without a view published: stored with the
+    # summary, so that a new owner publishes the view the old one deferred.
+    published_ms: int | None = field(default=None, compare=False, repr=False)
+    view_owed: bool = field(default=False, compare=False, repr=False)
     # The config's JSON, keyed by the config object it encodes: a config changes only on an
     # upsert, so most encodes reuse it.
     _config_json: tuple[StreamConfig, orjson.Fragment] | None = field(
@@ -115,7 +120,9 @@ class Record:
             cached = self._config_json = (config, orjson.Fragment(encoded))
         return cached[1]
 
-    def encode(self) -> bytes:
+    def encode(self, exact: bool = True) -> bytes:
+        """The stored bytes. `exact=False` skips trimming orjson's buffer (`_exact`), for bytes
+        that only live until the transaction's commit writes them."""
         doc: dict[str, Any] = {"s": state_to_dict(self.state, self.config_json())}
         if self.outbox:
             doc["o"] = [
@@ -129,15 +136,20 @@ class Record:
         if self.committed_ms is not None:
             doc["c"] = self.committed_ms
         # Last, so that `stored_summary` finds it at the end of the bytes and parses it alone.
-        doc["x"] = (*_summary_row(self.state), bool(self.outbox or self.pending_bypasses))
-        return _exact(orjson.dumps(doc))
+        doc["x"] = (
+            *_summary_row(self.state),
+            bool(self.outbox or self.pending_bypasses),
+            self.view_owed,
+        )
+        encoded = orjson.dumps(doc)
+        return _exact(encoded) if exact else encoded
 
     @classmethod
     def decode(cls, raw: bytes) -> Record:
         doc = orjson.loads(raw)
         state = state_from_dict(doc["s"])
         previous, windows = doc.get("o", [state.announced_ms, []])
-        return cls(
+        record = cls(
             state,
             previous,
             [committed_from_list("outbox", w) for w in windows],
@@ -145,6 +157,9 @@ class Record:
             _count(doc.get("n", 0)),
             _time(doc.get("c")),
         )
+        summary = doc.get("x")
+        record.view_owed = type(summary) is list and len(summary) == 11 and summary[10] is True
+        return record
 
 
 def _exact(encoded: bytes) -> bytes:
@@ -170,10 +185,11 @@ class Summary(NamedTuple):
     source: str | None
     failing: bool  # streams.core.outage.is_failing
     held: bool  # a window of it is held by the outage guard
+    view_owed: bool = False  # Record.view_owed (not derived from the state)
 
 
 def summary_of(state: StreamState) -> Summary:
-    return Summary._make(_summary_row(state))
+    return Summary(*_summary_row(state))
 
 
 def _summary_row(state: StreamState) -> tuple[Any, ...]:
@@ -209,9 +225,11 @@ def stored_summary(raw: bytes) -> Summary | None:
         x = orjson.loads(raw[at + 5 : -1])
     except orjson.JSONDecodeError:
         return None
-    if type(x) is not list or len(x) != 10 or x[9] is not False:
+    # Ten members before views could be deferred, eleven since (the last: Record.view_owed).
+    if type(x) is not list or len(x) not in (10, 11) or x[9] is not False:
         return None
-    wake, downstream, in_flight, unannounced, collect_at, retention, source, failing, held, _ = x
+    wake, downstream, in_flight, unannounced, collect_at, retention, source, failing, held = x[:9]
+    view_owed = len(x) == 11 and x[10] is True
     if not (
         _is_time(wake, True)
         and _is_time(downstream, False)
@@ -225,7 +243,7 @@ def stored_summary(raw: bytes) -> Summary | None:
     ):
         return None
     return Summary(wake, downstream, in_flight, unannounced, collect_at, retention, source,
-                   failing, held)  # fmt: skip
+                   failing, held, view_owed)  # fmt: skip
 
 
 def _is_time(value: Any, optional: bool) -> bool:

@@ -54,7 +54,7 @@ class Records:
             record = self._stale.pop(stream_id, None)
             if record is not None:
                 # The restore point before this event: `discard` goes back to it.
-                self._pending[stream_id] = record.encode()
+                self._pending[stream_id] = record.encode(exact=False)
                 self._remember_live(stream_id, record)
                 return record
             live = self._live
@@ -108,7 +108,8 @@ class Records:
     def save(self, stream_id: str, record: Record, encoded: bytes | None) -> None:
         if self.transactional:
             self._stale[stream_id] = record
-            self._remember_live(stream_id, record)
+            if self._live.get(stream_id) is not record:  # else `load` just moved it to the end
+                self._remember_live(stream_id, record)
             return
         assert encoded is not None
         self.store.set(stream_id, encoded)
@@ -137,7 +138,7 @@ class Records:
         pending = self._pending
         for stream_id, record in self._stale.items():
             try:
-                pending[stream_id] = record.encode()
+                pending[stream_id] = record.encode(exact=False)
             except Exception:
                 log.exception("the state of %r could not be encoded; it is rolled back", stream_id)
                 self._live.pop(stream_id, None)

@@ -66,6 +66,9 @@ class CoordinatorSettings:
     partitions: int = 6
     replication: int = 1
     flush_ms: int = 200
+    # The confluent engine publishes a stream's `streams` view at most this often (the status
+    # page and `tidemark streams` refresh about once a second); 0: at every transaction.
+    view_interval_ms: int = 1_000
     tick_interval_ms: int = 100
     session_timeout_ms: int = 10000
     # Takeover grace's bound: how long a new owner waits to read `results` as far as they stood
@@ -95,6 +98,8 @@ class CoordinatorSettings:
             raise InvalidInput("replication", "must be at least 1")
         if self.flush_ms < 0:
             raise InvalidInput("flush_ms", "must not be negative")
+        if self.view_interval_ms < 0:
+            raise InvalidInput("view_interval_ms", "must not be negative")
         if self.tick_interval_ms < 10:
             raise InvalidInput("tick_interval_ms", "must be at least 10")
         if self.top_laggards < 0:
@@ -123,6 +128,7 @@ class CoordinatorSettings:
             partitions=_env_int(env, "TIDEMARK_PARTITIONS", 6, 1),
             replication=_env_int(env, "TIDEMARK_REPLICATION", 1, 1),
             flush_ms=_env_int(env, "TIDEMARK_FLUSH_MS", 200, 0),
+            view_interval_ms=_env_int(env, "TIDEMARK_VIEW_INTERVAL_MS", 1_000, 0),
             tick_interval_ms=_env_int(env, "TIDEMARK_TICK_MS", 100, 10),
             session_timeout_ms=_env_int(env, "TIDEMARK_SESSION_TIMEOUT_MS", 10000, 6000),
             catch_up_max_ms=_env_int(

@@ -136,12 +136,15 @@ class Driver:
         checkpoint_each: bool = True,
         mono_ms: int | None = None,
         catch_up_max_ms: int | None = None,
+        view_interval_ms: int = 0,
     ) -> None:
         """`transactional`: play the confluent engine; with `checkpoint_each` it commits a
         transaction after every input and tick it feeds (call `checkpoint` yourself if not).
         `mono_ms`: the Processor's monotonic clock, which a test moves; while None it reads as
         the last `now_ms` the driver was given (the two clocks agree). `catch_up_max_ms`: the
-        takeover grace's bound; the test then says when `results` are read (`caught_up`)."""
+        takeover grace's bound; the test then says when `results` are read (`caught_up`).
+        `view_interval_ms`: the confluent engine's `TIDEMARK_VIEW_INTERVAL_MS` (0 here: a view
+        at every checkpoint, unless a test is about the interval)."""
         self.store = InMemoryStore() if store is None else store
         self.replay_store = InMemoryStore() if replay_store is None else replay_store
         self.emitter = RecordingEmitter()
@@ -153,6 +156,7 @@ class Driver:
         extra = {"transactional": True} if transactional else {}
         self.mono_ms = mono_ms
         self.catch_up_max_ms = catch_up_max_ms
+        self.view_interval_ms = view_interval_ms
         self._last_now_ms = 0
         self.processor = Processor(
             self.topics,
@@ -164,6 +168,7 @@ class Driver:
             replay_concurrency=1,
             monotonic_ms=self._monotonic_ms,
             catch_up_max_ms=catch_up_max_ms,
+            view_interval_ms=view_interval_ms,
             **extra,
         )
         self._offsets: dict[str, int] = {}
@@ -183,6 +188,7 @@ class Driver:
             self.checkpoint_each,
             self.mono_ms,
             self.catch_up_max_ms,
+            self.view_interval_ms,
         )
 
     def _monotonic_ms(self) -> int:
