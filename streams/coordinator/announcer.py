@@ -66,8 +66,9 @@ class Announcer:
         self._delivered: dict[str, list[tuple[int, int]]] = {}
         self._bypass_delivered: dict[str, set[int]] = {}
         self._resend: set[str] = set()
-        # Transactional: streams with windows to flush at the next checkpoint.
-        self._unflushed: set[str] = set()
+        # Transactional: streams with windows to flush at the next checkpoint, in the order
+        # their windows finished (a dict keeps it; sorting them cost more than flushing).
+        self._unflushed: dict[str, None] = {}
 
     # -- confirmations (at-least-once) ---------------------------------------------------
 
@@ -123,9 +124,9 @@ class Announcer:
         full = len(state.unannounced) >= FLUSH_MAX_WINDOWS
         if self.transactional:
             if not full:
-                self._unflushed.add(stream_id)
+                self._unflushed[stream_id] = None
                 return None
-            self._unflushed.discard(stream_id)
+            self._unflushed.pop(stream_id, None)
         else:
             last = self._last_flush.get(stream_id)
             # A backward step of the wall clock (now_ms < last) flushes: it must not withhold
@@ -146,12 +147,13 @@ class Announcer:
         out.append(self._commit_message(commit))
 
     def take_unflushed(self) -> list[str]:
-        """Transactional: the streams to flush at this checkpoint, in a stable order."""
-        unflushed, self._unflushed = self._unflushed, set()
-        return sorted(unflushed)
+        """Transactional: the streams to flush at this checkpoint, in the order their windows
+        finished (the same inputs give the same order)."""
+        unflushed, self._unflushed = self._unflushed, {}
+        return list(unflushed)
 
     def note_unflushed(self, stream_id: str) -> None:
-        self._unflushed.add(stream_id)
+        self._unflushed[stream_id] = None
 
     def reannounce(self, record: Record, now_ms: int) -> bool:
         """Send the outbox again: one commit for every unconfirmed window, and the pending
@@ -178,7 +180,7 @@ class Announcer:
         self._delivered.pop(stream_id, None)
         self._bypass_delivered.pop(stream_id, None)
         self._resend.discard(stream_id)
-        self._unflushed.discard(stream_id)
+        self._unflushed.pop(stream_id, None)
 
     def forget_where(self, owned: Callable[[str], bool]) -> None:
         """Forget the streams `owned` accepts (their partitions went to another owner)."""
@@ -186,7 +188,7 @@ class Announcer:
             for stream_id in [s for s in held if owned(s)]:
                 del held[stream_id]
         self._resend = {s for s in self._resend if not owned(s)}
-        self._unflushed = {s for s in self._unflushed if not owned(s)}
+        self._unflushed = {s: None for s in self._unflushed if not owned(s)}
 
     def reset(self) -> None:
         self._last_flush.clear()

@@ -216,7 +216,7 @@ class Commit:
             "downstream_ms": self.downstream_ms,
             "previous_ms": self.previous_ms,
             "committed_ms": self.committed_ms,
-            "windows": [window.to_wire() for window in self.windows],
+            "windows": list(map(CommittedWindow.to_wire, self.windows)),
         }
 
 

@@ -70,15 +70,20 @@ def sources_in_outage(counts: Mapping[str, SourceCounts], policy: OutagePolicy) 
 
 def is_failing(state: StreamState) -> bool:
     """Whether one of the stream's windows has failed and is not closed yet."""
-    return any(w.first_failed_ms is not None and not w.finished for w in state.windows)
+    for w in state.windows:  # noqa: SIM110 (a loop, not any(): this runs at every encode)
+        if w.first_failed_ms is not None and not w.finished:
+            return True
+    return False
 
 
 def hold_started_ms(state: StreamState) -> int | None:
     """When the stream's oldest open hold started (None: no window of it is held)."""
-    starts = [
-        w.held_since_ms for w in state.windows if w.held_since_ms is not None and not w.finished
-    ]
-    return min(starts) if starts else None
+    earliest: int | None = None
+    for w in state.windows:  # a loop, not a list: this runs at every encode of a record
+        at_ms = w.held_since_ms
+        if at_ms is not None and not w.finished and (earliest is None or at_ms < earliest):
+            earliest = at_ms
+    return earliest
 
 
 def release(state: StreamState, now_ms: int) -> Decision:
