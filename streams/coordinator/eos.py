@@ -22,6 +22,7 @@ from typing import Any
 
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
+from streams.coordinator.crash_points import CrashHook
 from streams.coordinator.gauges import ConsumerLagCollector, consumer_groups
 from streams.coordinator.health import guard
 from streams.coordinator.metrics import CoordinatorMetrics
@@ -58,28 +59,6 @@ TICK_MIN_PER_PARTITION = 16
 # process exits anyway: nothing uncommitted was ever visible, and a restart redoes it.
 STOP_DEADLINE_S = 8.0
 
-# Test hook: TIDEMARK_CRASH_AT="<point>:<n>" SIGKILLs the process the n-th time it reaches the
-# point, so the crash-point tests can stop it between the steps of a commit.
-CRASH_POINTS = ("after_produce", "after_send_offsets", "after_commit", "after_rocksdb_write")
-
-
-class _CrashHook:
-    def __init__(self, spec: str | None) -> None:
-        self.point, self.left = None, 0
-        if spec:
-            point, _, count = spec.partition(":")
-            if point not in CRASH_POINTS:
-                raise SystemExit(f"TIDEMARK_CRASH_AT: {point!r} is not one of {CRASH_POINTS}")
-            self.point, self.left = point, int(count or "1")
-
-    def reached(self, point: str) -> None:
-        if point == self.point:
-            self.left -= 1
-            if self.left <= 0:
-                log.warning("crash hook: SIGKILL at %s", point)
-                logging.shutdown()
-                os.kill(os.getpid(), signal.SIGKILL)
-
 
 class _Emitter:
     """The Processor's Emitter: every output joins the open transaction."""
@@ -102,7 +81,7 @@ class _Emitter:
 class ConfluentEngine:
     def __init__(self, settings: CoordinatorSettings) -> None:
         self.settings = settings
-        self._crash = _CrashHook(os.environ.get("TIDEMARK_CRASH_AT"))
+        self._crash = CrashHook(os.environ.get("TIDEMARK_CRASH_AT"))
         t = self.topics = settings.topics
         self.inputs = (t.control, t.results)
         self.clients = TransactionalClients(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from streams.coordinator.eos import CRASH_POINTS
+from streams.coordinator.crash_points import CRASH_POINTS
 from streams.coordinator.processor import partition_of
 from streams.coordinator.record import Record
 from streams.coordinator.rocks import STREAMS, PartitionStore
