@@ -29,7 +29,6 @@ from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
-from streams.coordinator.record import Record
 from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
@@ -239,20 +238,6 @@ class Ownership:
                 self.inputs.failed(stream_id, exc)
                 scavenger.index.set(partition, stream_id, now_ms + RETRY_AFTER_ERROR_MS)
 
-    def _publish_owed(self, stream_id: str, record: Record | None, now_ms: int) -> None:
-        """Transactional: publish the view that the stream's last owner deferred (and may not
-        have published before it crashed or lost the partition)."""
-        if record is None:
-            try:
-                record = self.records.peek(stream_id)
-            except InvalidInput:
-                return  # unreadable: logged, left alone
-        if record is None or record.state.deleted_ms is not None:
-            return
-        view = self.views.message(record, now_ms, force=True)
-        if view is not None:
-            send_all(self.inputs.emitter, [view])
-
     def _tick_stream(self, partition: int, stream_id: str, now_ms: int, expire: bool) -> None:
         try:
             record = self.inputs.load(stream_id)
@@ -331,7 +316,7 @@ class Ownership:
                     if view is not None:
                         send_all(self.inputs.emitter, [view])
             if transactional and (summary.view_owed or (record is not None and record.view_owed)):
-                self._publish_owed(stream_id, record, now_ms)  # deferred by the last owner
+                self.views.owe(stream_id, now_ms)  # deferred by the last owner
             wake = summary.wake_ms
             if summary.unannounced:
                 if transactional:

@@ -28,6 +28,10 @@ from streams.wire import encode_view
 
 log = logging.getLogger("streams.coordinator")
 
+# Deferred views published per checkpoint at most: after a takeover of a million live streams,
+# most are owed a view, and one transaction holding them all would outlive its timeout.
+DUE_VIEWS_PER_CHECKPOINT = 2_000
+
 # What `Record.published` holds once a deleted stream's tombstone went out.
 _DELETED: tuple[Any, ...] = ("deleted",)
 
@@ -88,12 +92,17 @@ class Views:
             and record.state.deleted_ms is None
         ):
             record.view_owed = True
-            stream_id = record.state.config.stream_id
-            if stream_id not in self._owed:
-                self._owed.add(stream_id)
-                heapq.heappush(self._deferred, (published_ms + self.interval_ms, stream_id))
+            self.owe(record.state.config.stream_id, published_ms + self.interval_ms)
             return None
         return self.message(record, now_ms)
+
+    def owe(self, stream_id: str, due_ms: int) -> None:
+        """Publish the stream's view at the first checkpoint from `due_ms` on (`take_due`):
+        deferred by `changed`, or by the stream's last owner (a rebuild finds it noted in the
+        stored record, and leaves the decoding to the checkpoints, a slice at a time)."""
+        if stream_id not in self._owed:
+            self._owed.add(stream_id)
+            heapq.heappush(self._deferred, (due_ms, stream_id))
 
     def due(self, now_ms: int) -> bool:
         """Whether a deferred view is due, so that the engine commits for it."""
@@ -101,12 +110,15 @@ class Views:
         return bool(deferred) and deferred[0][0] <= now_ms
 
     def take_due(self, now_ms: int) -> Iterator[str]:
-        """The streams whose deferred view is due, earliest first."""
+        """The streams whose deferred view is due, earliest first, at most
+        DUE_VIEWS_PER_CHECKPOINT (the rest stay due: `due` keeps the engine committing)."""
         deferred, owed = self._deferred, self._owed
-        while deferred and deferred[0][0] <= now_ms:
+        limit, taken = DUE_VIEWS_PER_CHECKPOINT, 0
+        while deferred and deferred[0][0] <= now_ms and taken < limit:
             _, stream_id = heapq.heappop(deferred)
             if stream_id in owed:
                 owed.discard(stream_id)
+                taken += 1
                 yield stream_id
 
     def tombstone(self, stream_id: str) -> Message:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from streams.coordinator import views as views_module
 from streams.coordinator.record import Record, stored_summary
 
 from .fakes import Driver, ack, at
@@ -74,7 +77,9 @@ def test_a_new_owner_publishes_the_view_its_predecessor_deferred() -> None:
     assert Record.decode(raw).view_owed
     again = d.restart()
     again.assign(SID)
-    again.tick(at(10, 0, 0, 500))
+    again.tick(at(10, 0, 0, 500))  # the rebuild notes the owed view
+    assert again.processor.dirty(at(10, 0, 0, 500))
+    again.checkpoint(at(10, 0, 0, 500))
     (view,) = views(again)
     assert view is not None and view["downstream_ms"] == at(9, 1)
 
@@ -86,6 +91,7 @@ def test_a_stream_whose_view_went_out_owes_nothing_to_a_new_owner() -> None:
     again = d.restart()
     again.assign(SID)
     again.tick(at(10, 0, 0, 500))
+    again.checkpoint(at(10, 0, 0, 500))
     assert views(again) == []
 
 
@@ -113,3 +119,30 @@ def test_a_summary_from_before_the_interval_still_reads() -> None:
     summary = stored_summary(old)
     assert summary is not None and not summary.view_owed
     assert summary == stored_summary(raw)
+
+
+def test_a_new_owner_publishes_owed_views_a_slice_per_checkpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a takeover most live streams are owed a view: they go out a slice per checkpoint,
+    so that no transaction holds them all, and the engine is told to commit until they are."""
+    monkeypatch.setattr(views_module, "DUE_VIEWS_PER_CHECKPOINT", 2)
+    d = Driver(transactional=True, checkpoint_each=False, view_interval_ms=INTERVAL_MS)
+    ids = [f"cluster-{i}" for i in range(5)]
+    d.assign(*ids)
+    for sid in ids:
+        d.upsert(sid, at(10, 0), start_ms=at(9, 0))
+    d.checkpoint(at(10, 0))
+    for task in d.tasks():
+        d.result(ack(task), at(10, 0, 0, 400))
+    d.checkpoint(at(10, 0, 0, 400))  # every view deferred, then the process is killed
+    again = d.restart()
+    again.assign(*ids)
+    again.tick(at(10, 0, 0, 500))
+    published: list[int] = []
+    for ms in range(600, 1000, 100):
+        assert again.processor.dirty(at(10, 0, 0, ms)) == (sum(published) < len(ids))
+        again.emitter.clear()
+        again.checkpoint(at(10, 0, 0, ms))
+        published.append(len(views(again)))
+    assert published == [2, 2, 1, 0]
