@@ -142,7 +142,7 @@ class Views:
         self._owed = {s for s in self._owed if not owned(s)}  # the heap skips what it lacks
 
     def reset(self) -> None:
-        """Forget what is in memory; the rebuild that follows publishes every owed view."""
+        """Forget what is in memory; the rebuild that follows notes every owed view again."""
         self._resend.clear()
         self._tombstones.clear()
         self._deferred.clear()
