@@ -125,7 +125,9 @@ def view_of(state: StreamState, bypasses: int, committed_ms: int | None, now_ms:
         if window.last_error is not None:
             error = window.last_error  # the latest outstanding window's failure
     downstream_ms = state.announced_ms
-    if state.finished_ms is not None:
+    # Finished once its last commit is announced too: a view never shows a stream finished
+    # with progress short of end_ms (Faust coalesces that commit for up to flush_ms).
+    if state.finished_ms is not None and not state.unannounced:
         status: Status = "finished"
     elif state.paused:
         status = "paused"

@@ -16,6 +16,7 @@ from streams.core import (
     apply_control,
     apply_result,
     create_state,
+    flush,
 )
 from streams.core.model import Pause, StreamState
 from streams.core.view import behind_ms, status_at, view_of
@@ -60,6 +61,19 @@ def test_progress_shows_as_announced_not_ahead_of_commits() -> None:
     apply_result(state, Result("s", task[0], task[1], 1, "ack", task[1]), now)
     assert state.downstream_ms == T0 + MIN
     assert view_of(state, 0, None, now).downstream_ms == T0  # not flushed yet
+
+
+def test_a_finished_stream_shows_as_finished_only_once_its_last_commit_is_announced() -> None:
+    state = created(end_ms=T0 + MIN)
+    now = T0 + MIN
+    (task,) = _dispatch(state, now)
+    apply_result(state, Result("s", task[0], task[1], 1, "ack", task[1]), now)
+    assert state.finished_ms == now and state.unannounced  # the commit is not flushed yet
+    view = view_of(state, 0, None, now)
+    assert view.status != "finished" and view.downstream_ms == T0
+    flush(state, now)
+    view = view_of(state, 0, None, now)
+    assert view.status == "finished" and view.downstream_ms == T0 + MIN and view.window is None
 
 
 def test_a_held_window_shows_when_its_hold_began_until_it_closes() -> None:
