@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, TopicPartition
 
 from streams.kafka.errors import broker_errors
 from streams.kafka.settings import KafkaSettings
-from streams.kafka.topic_io import TopicRecord, assigning_consumer, record_of, watermarks
+from streams.kafka.topic_io import HandClients, TopicRecord, record_of, watermarks
 
 _BATCH = 500
 
@@ -27,16 +26,13 @@ class PartitionTail:
         self.settings = settings
         self.topic = topic
         self.group_prefix = group_prefix
-        self._admin: AdminClient | None = None
-        self._consumer: Consumer | None = None
+        self._clients = HandClients(settings, group_prefix)
 
     @broker_errors("Kafka did not answer")
     def bounds(self, timeout_s: float) -> dict[int, tuple[int, int]]:
         """Each partition's (low, end) offsets now, the end being the last stable offset;
         {} while the topic does not exist."""
-        if self._admin is None:
-            self._admin = AdminClient(self.settings.librdkafka(log_level=0))
-        marks = watermarks(self._admin, [self.topic], timeout_s)
+        marks = watermarks(self._clients.admin(), [self.topic], timeout_s)
         return {partition: bounds for (_, partition), bounds in marks.items()}
 
     @broker_errors("Kafka did not answer")
@@ -49,7 +45,7 @@ class PartitionTail:
         if start >= end:
             return [], start
         deadline = time.monotonic() + timeout_s
-        consumer = self._consumer_client()
+        consumer = self._clients.consumer()
         consumer.assign([TopicPartition(self.topic, partition, start)])
         records: list[TopicRecord] = []
         position = start
@@ -73,13 +69,5 @@ class PartitionTail:
             consumer.unassign()
         return records, position
 
-    def _consumer_client(self) -> Consumer:
-        if self._consumer is None:
-            self._consumer = assigning_consumer(self.settings, self.group_prefix)
-        return self._consumer
-
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
-        self._admin = None
+        self._clients.close()

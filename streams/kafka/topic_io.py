@@ -41,25 +41,6 @@ _NO_LEADER_YET = {
 }
 
 
-def assigning_consumer(settings: KafkaSettings, group_prefix: str) -> Consumer:
-    """A consumer for partitions assigned by hand: it never joins its group nor commits, and a
-    read ends on a quiet partition (partition EOF)."""
-    return Consumer(
-        settings.consumer(
-            **{
-                # Required by librdkafka, never joined: partitions are assigned by hand.
-                "group.id": f"{group_prefix}-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": True,  # so that a read ends on a quiet partition
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": 100,
-                "log_level": 0,
-            }
-        )
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
     """One record as read from a topic (not the coordinator's per-stream `TopicRecord`)."""
@@ -70,6 +51,47 @@ class TopicRecord:
     timestamp_ms: int | None
     key: bytes | None
     value: bytes | None
+
+
+class HandClients:
+    """The clients of a reader of hand-assigned partitions, each made at its first use: an
+    admin client for watermarks, and a consumer that never joins its group nor commits, whose
+    read ends on a quiet partition (partition EOF)."""
+
+    def __init__(self, settings: KafkaSettings, group_prefix: str) -> None:
+        self.settings = settings
+        self.group_prefix = group_prefix
+        self._admin: AdminClient | None = None
+        self._consumer: Consumer | None = None
+
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(self.settings.librdkafka(log_level=0))
+        return self._admin
+
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                self.settings.consumer(
+                    **{
+                        # Required by librdkafka, never joined: partitions are assigned by hand.
+                        "group.id": f"{self.group_prefix}-{uuid.uuid4().hex[:8]}",
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        "enable.partition.eof": True,  # so that a read ends on a quiet partition
+                        "auto.offset.reset": "earliest",
+                        "fetch.wait.max.ms": 100,
+                        "log_level": 0,
+                    }
+                )
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._admin = None
 
 
 class TopicReader:
@@ -85,8 +107,7 @@ class TopicReader:
         self.names = list(names)
         self.group_prefix = group_prefix
         self._positions: dict[tuple[str, int], int] = {}
-        self._admin: AdminClient | None = None
-        self._consumer: Consumer | None = None
+        self._clients = HandClients(settings, group_prefix)
 
     @broker_errors(_NO_ANSWER)
     def read(self, timeout_s: float, apply: Callable[[list[TopicRecord]], None]) -> bool:
@@ -109,7 +130,7 @@ class TopicReader:
                 start.append(TopicPartition(topic, partition, position))
         if not behind:
             return True
-        consumer = self._consumer_client()
+        consumer = self._clients.consumer()
         consumer.assign(start)
         try:
             while behind and (remaining := deadline - time.monotonic()) > 0:
@@ -123,7 +144,7 @@ class TopicReader:
     def start(self, from_end: bool, timeout_s: float) -> None:
         """Assign every partition at its end (or start) now, before `poll`."""
         marks = self._watermarks(timeout_s)
-        self._consumer_client().assign(
+        self._clients.consumer().assign(
             [
                 TopicPartition(t, p, high if from_end else low)
                 for (t, p), (low, high) in marks.items()
@@ -133,7 +154,7 @@ class TopicReader:
     @broker_errors(_NO_ANSWER)
     def poll(self, timeout_s: float, max_records: int = 500) -> list[TopicRecord]:
         """The records that arrive within `timeout_s` (fewer if `max_records` come sooner)."""
-        return self._consume(self._consumer_client(), timeout_s, None, max_records)
+        return self._consume(self._clients.consumer(), timeout_s, None, max_records)
 
     def _consume(
         self,
@@ -161,20 +182,10 @@ class TopicReader:
         return batch
 
     def _watermarks(self, timeout_s: float) -> dict[tuple[str, int], tuple[int, int]]:
-        if self._admin is None:
-            self._admin = AdminClient(self.settings.librdkafka(log_level=0))
-        return watermarks(self._admin, self.names, timeout_s)
-
-    def _consumer_client(self) -> Consumer:
-        if self._consumer is None:
-            self._consumer = assigning_consumer(self.settings, self.group_prefix)
-        return self._consumer
+        return watermarks(self._clients.admin(), self.names, timeout_s)
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
-        self._admin = None
+        self._clients.close()
 
 
 def record_of(msg: Message, topic: str, partition: int, offset: int) -> TopicRecord:
