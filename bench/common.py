@@ -157,3 +157,8 @@ def rss_kib(pid: int) -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             out[key] = int(rest.split()[0])
     return out
+
+
+def own_rss_mib() -> float:
+    """This process's VmRSS in MiB."""
+    return rss_kib(os.getpid())["VmRSS"] / 1024

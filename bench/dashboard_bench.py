@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from common import own_rss_mib  # noqa: E402
+
 from streams.dashboard import api  # noqa: E402
 from streams.dashboard.state import Snapshot, state_document  # noqa: E402
 from streams.dashboard.table import StreamTable  # noqa: E402
@@ -57,14 +59,6 @@ CONFIG = {
     "max_in_flight": 1,
     "params": {},
 }
-
-
-def rss_mib() -> float:
-    with open(f"/proc/{os.getpid()}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def view(i: int, downstream_ms: int) -> bytes:
@@ -114,14 +108,14 @@ def main() -> int:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}; {n:,} streams", flush=True)  # fmt: skip
     model = ReadModel(KafkaSettings("127.0.0.1:1"), "bench")
-    rss0 = rss_mib()
+    rss0 = own_rss_mib()
     took, _ = timed(
         lambda: [
             model.apply("streams", f"scale-{i:07d}".encode(), view(i, NOW_MS - (i % 600) * 1000))
             for i in range(n)
         ]
     )
-    rss_model = rss_mib()
+    rss_model = own_rss_mib()
     figures: list[tuple[str, str]] = []
     figures.append(("read model: apply (decode) every view", f"{took:,.1f} s"))
     figures.append(("RSS of the read model's views", f"{rss_model - rss0:,.0f} MiB"))
@@ -147,7 +141,7 @@ def main() -> int:
         profile.disable()
         pstats.Stats(profile).sort_stats("cumulative").print_stats(20)
     figures.append(("first read: every view into the table", f"{took:,.2f} s"))
-    figures.append(("RSS of the table", f"{rss_mib() - rss_model:,.0f} MiB"))
+    figures.append(("RSS of the table", f"{own_rss_mib() - rss_model:,.0f} MiB"))
     print(figures[-2:], flush=True)
     took, _ = timed(lambda: Snapshot.read(model, table, NOW_MS + 1000))
     figures.append(("a refresh with nothing changed", f"{took * 1000:,.1f} ms"))
@@ -192,7 +186,7 @@ def main() -> int:
     took, doc = timed(lambda: state_document(snapshot, now))
     size = len(json.dumps(doc, separators=(",", ":")))
     figures.append(("/api/state", f"{took * 1000:,.1f} ms, {size:,} B"))
-    figures.append(("RSS at the end", f"{rss_mib():,.0f} MiB"))
+    figures.append(("RSS at the end", f"{own_rss_mib():,.0f} MiB"))
 
     print(f"\n{n:,} streams\n\n| figure | result |\n|---|---|")
     for name, value in figures:

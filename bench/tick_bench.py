@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from common import own_rss_mib  # noqa: E402
+
 from streams.coordinator import index  # noqa: E402
 from streams.coordinator.eos import GC_THRESHOLD  # noqa: E402
 from tests.coordinator.fakes import Driver  # noqa: E402
@@ -44,14 +46,6 @@ from tests.coordinator.fakes import Driver  # noqa: E402
 NOW_MS = 1_798_500_000_000 - 1_798_500_000_000 % 60_000  # a fixed clock, on a minute
 WINDOW_MS = 60_000
 HOUR_MS = 3_600_000
-
-
-def rss_mib() -> float:
-    with open(f"/proc/{os.getpid()}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 PARTS = {"on_tick": 0.0, "pop_due": 0.0, "set": 0.0, "checkpoint": 0.0}
@@ -158,7 +152,7 @@ def run(total: int, due: int, ticks: int, profile: cProfile.Profile | None) -> d
         "per_due_min_us": min(times) / due_each * 1e6,
         "calls_per_due": calls / (COUNTED_TICKS * due_each),
         "parts": {k: v / (ticks * due_each) * 1e6 for k, v in PARTS.items()},
-        "rss_mib": rss_mib(),
+        "rss_mib": own_rss_mib(),
     }
 
 
