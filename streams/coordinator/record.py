@@ -157,8 +157,7 @@ class Record:
             _count(doc.get("n", 0)),
             _time(doc.get("c")),
         )
-        summary = doc.get("x")
-        record.view_owed = type(summary) is list and len(summary) == 11 and summary[10] is True
+        record.view_owed = _view_owed(doc.get("x"))
         return record
 
 
@@ -229,7 +228,7 @@ def stored_summary(raw: bytes) -> Summary | None:
     if type(x) is not list or len(x) not in (10, 11) or x[9] is not False:
         return None
     wake, downstream, in_flight, unannounced, collect_at, retention, source, failing, held = x[:9]
-    view_owed = len(x) == 11 and x[10] is True
+    view_owed = _view_owed(x)
     if not (
         _is_time(wake, True)
         and _is_time(downstream, False)
@@ -244,6 +243,12 @@ def stored_summary(raw: bytes) -> Summary | None:
         return None
     return Summary(wake, downstream, in_flight, unannounced, collect_at, retention, source,
                    failing, held, view_owed)  # fmt: skip
+
+
+def _view_owed(x: Any) -> bool:
+    """Record.view_owed as a stored summary holds it: its eleventh member (a summary of ten
+    predates deferred views, and owes none)."""
+    return type(x) is list and len(x) == 11 and x[10] is True
 
 
 def _is_time(value: Any, optional: bool) -> bool:
