@@ -1,4 +1,5 @@
-"""The core is pure: it imports only the standard library, itself and streams.errors."""
+"""The core is pure: it imports only the standard library, itself, streams.errors and msgspec
+(for its value types alone: no I/O; see streams.core.model)."""
 
 import ast
 import subprocess
@@ -9,6 +10,7 @@ import streams.core
 
 CORE = Path(streams.core.__file__).parent
 ALLOWED_PROJECT_MODULES = ("streams.core", "streams.errors")
+ALLOWED_THIRD_PARTY = ("msgspec",)
 BANNED = ("faust", "mode", "aiokafka", "confluent_kafka", "rocksdict", "requests", "pydantic")
 
 
@@ -32,7 +34,7 @@ def _allowed(module: str) -> bool:
     top = module.split(".")[0]
     if top == "streams":
         return any(module == m or module.startswith(m + ".") for m in ALLOWED_PROJECT_MODULES)
-    return top in sys.stdlib_module_names
+    return top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY
 
 
 def test_the_core_has_modules_to_check() -> None:
@@ -61,6 +63,7 @@ def test_the_checker_catches_banned_imports(tmp_path: Path) -> None:
         assert not _allowed(banned) and not _allowed(f"{banned}.sub")
     assert not _allowed("streams.coordinator")
     assert _allowed("streams.errors") and _allowed("streams.core.model") and _allowed("json")
+    assert _allowed("msgspec.structs") and not _allowed("orjson")
 
 
 def test_importing_the_core_loads_no_banned_package() -> None:
