@@ -14,8 +14,9 @@ Every reader and writer of a topic goes through the functions here, both directi
 | health   | `health_key(partition)`          | `encode_health`   | `decode_health(key, raw)`   |
 
 A decoder raises InvalidInput naming the field; the coordinator sends an invalid input to
-`rejected`, the read model ignores it. The core's dataclasses are what the codec reads into and
-writes from (their `to_wire` renders the output dicts). `python -m streams.wire` writes
+`rejected`, the read model ignores it. The core's value types are what the codec reads into and
+writes from (their `to_wire` renders the output dicts; tasks and commits, msgspec Structs, are
+encoded straight from their fields in the same shape). `python -m streams.wire` writes
 `schemas/*.schema.json` from these models.
 """
 
@@ -28,6 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
+import msgspec
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -67,6 +69,7 @@ from streams.core.config import (
     MAX_SOURCE_CHARS,
     check_params,
 )
+from streams.core.model import wire_builtin
 from streams.core.view import Status, StreamView
 from streams.errors import InvalidInput
 
@@ -544,10 +547,14 @@ def bypassed_key(stream_id: str, start_ms: int) -> bytes:
 
 # -- tasks, results --------------------------------------------------------------------------------
 
+# A task or a commit (a core Struct) straight to JSON, in the shape of its `to_wire` (one encode
+# in C, instead of building the dict and encoding it: 2,000 instructions against 9,000).
+_encode_struct = msgspec.json.Encoder(enc_hook=wire_builtin).encode
+
 
 def encode_task(task: Task) -> bytes:
     """The `tasks` value of `task`; `decode_task` inverts it."""
-    return orjson.dumps(task.to_wire())
+    return _encode_struct(task)
 
 
 def decode_task(raw: bytes | None) -> Task:
@@ -598,7 +605,7 @@ def encode_result(result: Result) -> bytes:
 
 def encode_commit(commit: Commit) -> bytes:
     """The `commits` value of `commit`; `decode_commit` inverts it."""
-    return orjson.dumps(commit.to_wire())
+    return _encode_struct(commit)
 
 
 def decode_commit(raw: bytes | None) -> Commit:

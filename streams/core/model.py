@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
@@ -47,6 +48,25 @@ def task_id(stream_id: str, start_ms: int, attempt: int) -> str:
     return f"{stream_id}/{start_ms}/{attempt}"
 
 
+def wire_builtin(value: Any) -> Any:
+    """A value msgspec does not render itself, as one it does: a task's read-only params."""
+    if isinstance(value, MappingProxyType):
+        return dict(value)
+    raise NotImplementedError(f"{type(value).__name__} has no wire form")
+
+
+def to_wire(value: msgspec.Struct) -> Any:
+    """A Struct as its wire dict: its fields in order, those at their default left out where the
+    class says `omit_defaults` (a task's `replay` and `incarnation`, a window's `held_ms`).
+    `streams.wire` encodes the same Structs straight to JSON, so this is their one wire shape:
+    the dict is that JSON read back (sequences as lists), off the hot path."""
+    return _JSON_DECODE(_JSON_ENCODE(value))
+
+
+_JSON_ENCODE = msgspec.json.Encoder(enc_hook=wire_builtin).encode
+_JSON_DECODE = msgspec.json.Decoder().decode
+
+
 def bypass_key(stream_id: str, start_ms: int) -> str:
     """The `bypassed` key of the window starting at `start_ms`: "{stream_id}/{start_ms}"."""
     return f"{stream_id}/{start_ms}"
@@ -70,7 +90,7 @@ class Result(msgspec.Struct, frozen=True, gc=False):
     incarnation: int | None = None
 
 
-class CommittedWindow(msgspec.Struct, frozen=True, gc=False):
+class CommittedWindow(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """An interval (start_ms, end_ms] closed by one ack or one bypass (or a replay).
 
     `attempts` counts the window's dispatches, the closing one and shutdowns included (unlike
@@ -85,15 +105,7 @@ class CommittedWindow(msgspec.Struct, frozen=True, gc=False):
     held_ms: int | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {
-            "start_ms": self.start_ms,
-            "end_ms": self.end_ms,
-            "reason": self.reason,
-            "attempts": self.attempts,
-        }
-        if self.held_ms is not None:
-            wire["held_ms"] = self.held_ms
-        return wire
+        return to_wire(self)  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)
@@ -162,7 +174,7 @@ class StreamState:
         return None if at_ms is None else at_ms + self.config.gc_grace_ms
 
 
-class Task(msgspec.Struct, frozen=True, gc=False):
+class Task(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One dispatch of a window to the workers, its id from `task_id(...)`.
 
     `streams.wire.decode_task` decodes it from a `tasks` value.
@@ -181,22 +193,7 @@ class Task(msgspec.Struct, frozen=True, gc=False):
     incarnation: int | None = None  # the stream's (None: from a coordinator without them)
 
     def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {
-            "task_id": self.task_id,
-            "stream_id": self.stream_id,
-            "start_ms": self.start_ms,
-            "end_ms": self.end_ms,
-            "step_ms": self.step_ms,
-            "attempt": self.attempt,
-            "dispatched_ms": self.dispatched_ms,
-            "deadline_ms": self.deadline_ms,
-            "params": dict(self.params) if self.params else {},
-        }
-        if self.replay:
-            wire["replay"] = True
-        if self.incarnation is not None:
-            wire["incarnation"] = self.incarnation
-        return wire
+        return to_wire(self)  # type: ignore[no-any-return]
 
 
 class Commit(msgspec.Struct, frozen=True, gc=False):
@@ -209,13 +206,7 @@ class Commit(msgspec.Struct, frozen=True, gc=False):
     windows: tuple[CommittedWindow, ...]
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "stream_id": self.stream_id,
-            "downstream_ms": self.downstream_ms,
-            "previous_ms": self.previous_ms,
-            "committed_ms": self.committed_ms,
-            "windows": list(map(CommittedWindow.to_wire, self.windows)),
-        }
+        return to_wire(self)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
