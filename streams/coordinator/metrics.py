@@ -160,12 +160,14 @@ class CoordinatorMetrics:
 
     def accepted(self, stream_id: str, result: Result, now_ms: int) -> None:
         """A result about to be applied: an ack starts its ack-to-commit clock."""
-        if result.outcome != "ack" or result.ack_ms is None:
+        ack_ms = result.ack_ms
+        if result.outcome != "ack" or ack_ms is None:
             return
         pending = self._acks.get(stream_id)
-        if pending is None:
-            pending = self._acks[stream_id] = []
-        pending.append((result.ack_ms, now_ms))
+        if pending is None:  # the usual case: no other ack of the stream waits
+            self._acks[stream_id] = [(ack_ms, now_ms)]
+            return
+        pending.append((ack_ms, now_ms))
         if len(pending) > MAX_PENDING_ACKS:
             del pending[0]
 

@@ -23,6 +23,7 @@ def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
     `config_doc`, when given, stands for `config_to_dict(state.config)`: a caller that encodes
     the same config again and again passes it pre-encoded (the config rarely changes).
     """
+    unannounced = state.unannounced
     d: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "config": config_to_dict(state.config) if config_doc is None else config_doc,
@@ -31,7 +32,7 @@ def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
         "frontier_ms": state.frontier_ms,
         "paused": state.paused,
         "windows": list(map(_window_to_dict, state.windows)),
-        "unannounced": list(map(committed_to_list, state.unannounced)),
+        "unannounced": list(map(committed_to_list, unannounced)) if unannounced else [],
         "incarnation": state.incarnation,
     }
     if state.finished_ms is not None:
