@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
+import msgspec.structs
 import pytest
 
 from streams.core import (
@@ -790,7 +790,7 @@ def test_a_view_round_trips_under_its_key_and_a_tombstone_names_its_stream() -> 
     assert decode_view(b"cluster-a", None) == Viewed("cluster-a", None)
     assert json.loads(raw)["window"] == {"start_ms": T0, "end_ms": T0 + 60_000}
     assert "held_since_ms" not in json.loads(raw)  # only while a window is held
-    held = dataclasses.replace(view, held_since_ms=T0 + 250_000)
+    held = msgspec.structs.replace(view, held_since_ms=T0 + 250_000)
     assert json.loads(encode_view(held))["held_since_ms"] == T0 + 250_000
     assert decode_view(b"cluster-a", encode_view(held)) == Viewed("cluster-a", held)
 

@@ -7,10 +7,10 @@ read model agree on what "catching up" means.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from streams.core._frozen import fast_init
+import msgspec
+
 from streams.core.config import StreamConfig, config_to_dict
 from streams.core.model import ErrorInfo, StreamState
 from streams.core.outage import hold_started_ms
@@ -38,9 +38,7 @@ def status_at(
     return "catching up" if now_ms - downstream_ms > behind_ms(window_ms, delay_ms) else "live"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
-class StreamView:
+class StreamView(msgspec.Struct, frozen=True):
     """One stream's published view.
 
     `downstream_ms` is what `commits` announced (never ahead of it); `window` the first

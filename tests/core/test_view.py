@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec.structs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -92,7 +91,7 @@ def test_a_held_window_shows_when_its_hold_began_until_it_closes() -> None:
     assert held == [None, T0 + 2 * MIN, T0 + 2 * MIN]
     assert "held_since_ms" not in view_of(created(), 0, None, now).body()
     unheld = view_of(state, 0, None, now)
-    assert dataclasses.replace(unheld, held_since_ms=None).key() != unheld.key()
+    assert msgspec.structs.replace(unheld, held_since_ms=None).key() != unheld.key()
     attempt = state.windows[0].attempt
     apply_result(state, Result("s", T0, T0 + MIN, attempt, "ack", T0 + MIN), now)
     assert view_of(state, 0, None, now).held_since_ms is None  # closed: no longer held
