@@ -5,11 +5,13 @@ speed. Everything that crosses the boundary (results, controls, tasks, commits, 
 decisions) is frozen. Wire dicts (`to_wire`) are JSON-compatible and use the issue's field names.
 
 The values made for every input (ErrorInfo, Result, CommittedWindow, Task, Commit, Decision) are
-frozen `msgspec.Struct`s, the core's one dependency outside the standard library: one is made in
-C, about 1,700 instructions against 5,800 for a frozen slotted dataclass, and reads as fast
-(callgrind; the Processor's cost per result fell by 15 %, docs/benchmarks.md). Those without a
-field that could hold a container of theirs are left out of the garbage collector (`gc=False`).
-Copy one with a change through `msgspec.structs.replace`.
+frozen `msgspec.Struct`s, the core's one dependency outside the standard library: one of five
+fields is made in C in about 900 instructions, against 4,900 for a frozen slotted dataclass
+whose `__init__` sets each slot through its descriptor, and reads as fast (callgrind; the
+Processor's instructions per result fell by 15 %, docs/benchmarks.md "fifth pass"). Those whose
+fields hold only numbers, strings, each other and JSON values (a task's params) cannot be part
+of a reference cycle, so the garbage collector leaves them out (`gc=False`). Copy one with a
+change through `msgspec.structs.replace`.
 """
 
 from __future__ import annotations
