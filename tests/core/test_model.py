@@ -1,6 +1,17 @@
 import json
 
-from streams.core import BypassRecord, Commit, CommittedWindow, ErrorInfo, Task
+import pytest
+from msgspec.structs import replace
+
+from streams.core import (
+    BypassRecord,
+    Commit,
+    CommittedWindow,
+    Decision,
+    ErrorInfo,
+    Result,
+    Task,
+)
 
 from .helpers import at, started
 
@@ -49,3 +60,32 @@ def test_bypass_record_wire_and_key() -> None:
         "last_error": {"kind": "no_data", "message": "empty"},
     }
     assert BypassRecord("s", 100, 200, 1, 150, 150, None).to_wire()["last_error"] is None
+
+
+def test_the_values_crossing_the_boundary_are_frozen_and_the_plain_ones_hashable() -> None:
+    _, (task,) = started(at(10, 1))
+    window = CommittedWindow(100, 200, "ack", 1)
+    values = [
+        ErrorInfo("no_data", "empty"),
+        Result("s", 100, 200, 1, "ack", 200),
+        window,
+        Commit("s", 200, 100, 999, (window,)),
+        task,
+        Decision(None, rejected="unknown stream"),
+    ]
+    for value in values:
+        first = next(iter(type(value).__struct_fields__))
+        with pytest.raises(AttributeError):
+            setattr(value, first, getattr(value, first))
+        assert replace(value) == value
+    for value in values[:4]:  # a task's params and a decision's state are not hashable
+        assert hash(value) == hash(replace(value))
+
+
+def test_a_held_window_and_a_replay_task_keep_their_fields_on_the_wire() -> None:
+    """`omit_defaults` leaves out only what holds its default: a held window's held_ms and a
+    replay task's replay flag are written."""
+    assert CommittedWindow(100, 200, "ack", 1, 5).to_wire()["held_ms"] == 5
+    _, (task,) = started(at(10, 1))
+    assert replace(task, replay=True).to_wire()["replay"] is True
+    assert "replay" not in task.to_wire()
