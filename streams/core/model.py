@@ -50,23 +50,24 @@ def task_id(stream_id: str, start_ms: int, attempt: int) -> str:
     return f"{stream_id}/{start_ms}/{attempt}"
 
 
-def wire_builtin(value: Any) -> Any:
+def _wire_builtin(value: Any) -> Any:
     """A value msgspec does not render itself, as one it does: a task's read-only params."""
     if isinstance(value, MappingProxyType):
         return dict(value)
     raise NotImplementedError(f"{type(value).__name__} has no wire form")
 
 
-def to_wire(value: msgspec.Struct) -> Any:
-    """A Struct as its wire dict: its fields in order, those at their default left out where the
-    class says `omit_defaults` (a task's `replay` and `incarnation`, a window's `held_ms`).
-    `streams.wire` encodes the same Structs straight to JSON, so this is their one wire shape:
-    the dict is that JSON read back (sequences as lists), off the hot path."""
-    return _JSON_DECODE(_JSON_ENCODE(value))
-
-
-_JSON_ENCODE = msgspec.json.Encoder(enc_hook=wire_builtin).encode
+# A Struct's wire JSON: its fields in order, those at their default left out where the class
+# says `omit_defaults` (a task's `replay` and `incarnation`, a window's `held_ms`). What
+# `streams.wire` writes for tasks and commits.
+to_json = msgspec.json.Encoder(enc_hook=_wire_builtin).encode
 _JSON_DECODE = msgspec.json.Decoder().decode
+
+
+def to_wire(value: msgspec.Struct) -> Any:
+    """A Struct as its wire dict: `to_json` read back (sequences as lists), so that the two
+    have one shape; off the hot path."""
+    return _JSON_DECODE(to_json(value))
 
 
 def bypass_key(stream_id: str, start_ms: int) -> str:
