@@ -12,6 +12,7 @@ from streams.core import (
     Result,
     Task,
 )
+from streams.core.model import to_json
 
 from .helpers import at, started
 
@@ -89,3 +90,12 @@ def test_a_held_window_and_a_replay_task_keep_their_fields_on_the_wire() -> None
     _, (task,) = started(at(10, 1))
     assert replace(task, replay=True).to_wire()["replay"] is True
     assert "replay" not in task.to_wire()
+
+
+def test_a_task_carries_its_own_params_however_many_configs_come_and_go() -> None:
+    """The params' JSON is kept per params object (`model._wire_builtin`): a config made after
+    another was freed can get the same id, and must still encode its own params."""
+    for n in range(12_000):  # past the cache's bound, so it is emptied on the way
+        _, (task,) = started(at(10, 1), params={"n": n, "labels": {"i": str(n)}})
+        assert json.loads(to_json(task))["params"] == {"n": n, "labels": {"i": str(n)}}
+        del task
