@@ -199,8 +199,15 @@ def quix_peer(kafka: KafkaSettings, events: int, home: Path, commit_interval: fl
 
 
 def run_coordinator_phases(
-    kafka: KafkaSettings, engine: str, streams: int, live_streams: int, seconds: float, home: Path
+    kafka: KafkaSettings,
+    engine: str,
+    streams: int,
+    live_streams: int,
+    seconds: float,
+    home: Path,
+    broker_pid: int | None = None,
 ) -> dict[str, float]:
+    """The two phases; `broker_pid` (a broker of this run) adds its CPU per result."""
     prefix = f"bench-{engine}-{uuid.uuid4().hex[:6]}"
     proc = coordinator(kafka, prefix, home, engine)
     proc.start()
@@ -224,6 +231,7 @@ def run_coordinator_phases(
             worker.step()
         assert proc.proc is not None
         began, acked0, cpu0 = time.perf_counter(), worker.acked, cpu_s(proc.proc.pid)
+        own0, broker0 = time.process_time(), cpu_s(broker_pid) if broker_pid else 0.0
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             worker.step()
@@ -231,13 +239,28 @@ def run_coordinator_phases(
         rate = acked / (time.perf_counter() - began)
         figures["throughput"] = rate
         # CPU per result moves much less with what else runs than results/s does.
-        figures["cpu_us"] = (cpu_s(proc.proc.pid) - cpu0) / max(1, acked) * 1e6
+        per_result = 1e6 / max(1, acked)
+        figures["cpu_us"] = (cpu_s(proc.proc.pid) - cpu0) * per_result
+        # This process is the stand-in worker (all its threads: librdkafka's too).
+        figures["worker_cpu_us"] = (time.process_time() - own0) * per_result
         print(
             f"[{engine}] coordinator: {rate:,.0f} results/s sustained over {seconds:g} s "
             f"({streams} streams catching up, 6 partitions, flush 200 ms); its CPU "
             f"{figures['cpu_us']:.0f} µs per result (all threads)",
             flush=True,
         )
+        if broker_pid:
+            figures["broker_cpu_us"] = (cpu_s(broker_pid) - broker0) * per_result
+            total_us = figures["cpu_us"] + figures["broker_cpu_us"] + figures["worker_cpu_us"]
+            cores = os.cpu_count() or 1
+            print(
+                f"[{engine}]   CPU per result: broker {figures['broker_cpu_us']:.0f} µs, "
+                f"stand-in worker {figures['worker_cpu_us']:.0f} µs, coordinator "
+                f"{figures['cpu_us']:.0f} µs; {total_us:.0f} µs in all, so "
+                f"{cores} cores carry at most {cores * 1e6 / total_us:,.0f} "
+                "results/s of this pipeline",
+                flush=True,
+            )
         stats = proc.health() or {}
         print(f"[{engine}]   coordinator stats: {stats.get('stats')}")
         for i in range(streams):  # stop the backlog streams before the latency phase
@@ -298,6 +321,15 @@ def run_coordinator_phases(
         proc.stop(30)
 
 
+def broker_pid(tmp: Path) -> int | None:
+    """The pid of the broker that `broker_for_run` started under `tmp`; None when the run uses
+    KAFKA_BOOTSTRAP_SERVERS (a broker that may not even be on this machine)."""
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return None
+    pid_file = tmp / "kafka" / "broker.pid"
+    return int(pid_file.read_text()) if pid_file.exists() else None
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds a process has used so far, user and system, all threads (/proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -355,12 +387,16 @@ def main() -> None:
         for engine in engines:
             try:
                 f = run_coordinator_phases(kafka, engine, args.streams, args.live_streams,
-                                           args.seconds, home / engine)  # fmt: skip
+                                           args.seconds, home / engine,
+                                           broker_pid(Path(tmp)))  # fmt: skip
             except Exception as exc:
                 print(f"[{engine}] failed: {exc}", flush=True)
                 rows.append((f"{engine}: coordinator", "failed (see above)"))
                 continue
             cpu = f"coordinator CPU {f['cpu_us']:,.0f} µs per result"
+            if "broker_cpu_us" in f:
+                cpu += (f", broker {f['broker_cpu_us']:,.0f} µs, stand-in worker "
+                        f"{f['worker_cpu_us']:,.0f} µs")  # fmt: skip
             rows.append((f"{engine}: sustained, {args.streams:,} streams catching up",
                          f"{f['throughput']:,.0f} results/s ({f['throughput'] / base:.1%} of "
                          f"the baseline); {cpu}"))  # fmt: skip
