@@ -30,6 +30,7 @@ from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
+from streams.coordinator.watchdog import LoopWatchdog
 from streams.coordinator.web import HealthServer
 from streams.errors import TidemarkError
 from streams.kafka.changelog import ChangelogReader
@@ -124,6 +125,7 @@ class ConfluentEngine:
         self.catch_up = CatchUp(self.processor.on_caught_up)
         self._undelivered: list[str] = []
         self._stopping = threading.Event()
+        self.watchdog = LoopWatchdog()
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -135,7 +137,10 @@ class ConfluentEngine:
         last_commit = time.monotonic()
         timeout_s = min(POLL_S, self.settings.tick_interval_ms / 1000)
         self.status = "ok"
+        self.watchdog.start()
+        beat = self.watchdog.beat
         while not self._stopping.is_set():
+            beat()
             try:
                 try:
                     if self._step(timeout_s, interval_s, last_commit):
@@ -354,6 +359,7 @@ class ConfluentEngine:
 
     def _stop(self) -> None:
         self.status = "stopping"
+        self.watchdog.stop()
         try:
             if self._moved or self.clients.in_transaction:
                 self.commit(now_ms())

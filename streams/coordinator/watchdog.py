@@ -1,0 +1,81 @@
+"""A stalled loop says so: the stacks of every thread, logged while the loop is still stuck.
+
+The confluent engine's loop beats once per step. Every blocking call it makes has a timeout,
+so a step that has not ended after `stall_s` is a step stuck where no timeout reaches (a CI run
+of the chaos test saw one coordinator make no progress for minutes after a broker restart, and
+ignore SIGTERM, with nothing in its log to say where). The watchdog then logs the Python stacks
+of all threads (faulthandler, which works while the stuck thread holds no lock of ours), once
+per stall, and again if the same stall lasts another `stall_s`.
+
+It only reports: a step can legitimately be long (restoring a million streams from the
+changelog takes about a minute), and Kafka's own `max.poll.interval.ms` is what takes the
+partitions of a member that stays stuck away from it.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+log = logging.getLogger("streams.coordinator")
+
+STALL_S = 60.0
+
+
+class LoopWatchdog:
+    def __init__(
+        self,
+        stall_s: float = STALL_S,
+        out: Callable[[], TextIO] = lambda: sys.stderr,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stall_s = stall_s
+        self._out = out
+        self._clock = clock
+        self.beat_at = clock()
+        self.reports = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
+
+    def beat(self) -> None:
+        """The loop came around (one attribute store: it runs on every step)."""
+        self.beat_at = self._clock()
+
+    def start(self) -> LoopWatchdog:
+        self.beat()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        reported_at: float | None = None  # the beat of the stall last reported
+        while not self._stop.wait(min(5.0, self.stall_s / 4)):
+            reported_at = self.check(reported_at)
+
+    def check(self, reported_at: float | None) -> float | None:
+        """Report a stall once it has lasted `stall_s` since the last beat or the last report;
+        return the time the report covers up to (None while the loop runs)."""
+        beat_at, now = self.beat_at, self._clock()
+        if now - beat_at < self.stall_s:
+            return None
+        since = beat_at if reported_at is None or reported_at < beat_at else reported_at
+        if now - since < self.stall_s:
+            return reported_at
+        self.reports += 1
+        log.error(
+            "the coordinator's loop has been in one step for %.0f s: a restore of many streams "
+            "takes that long, anything else is stuck; the stacks of its threads follow",
+            now - beat_at,
+        )
+        out = self._out()
+        out.flush()
+        faulthandler.dump_traceback(file=out, all_threads=True)
+        out.flush()
+        return now
