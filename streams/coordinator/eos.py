@@ -59,6 +59,8 @@ TICK_MIN_PER_PARTITION = 16
 # A clean stop commits and leaves the group; when that cannot finish (the broker is gone) the
 # process exits anyway: nothing uncommitted was ever visible, and a restart redoes it.
 STOP_DEADLINE_S = 8.0
+# A commit this long (flush, offsets, EndTxn) is logged: it delays every output it holds.
+SLOW_COMMIT_S = 0.1
 
 
 class _Emitter:
@@ -227,11 +229,17 @@ class ConfluentEngine:
             produce(changelog, last_key, last_value, partition, self._changelog_delivered)
             writes += len(changes)
         self._crash.reached("after_produce")
+        began = time.monotonic()
         self.clients.flush()
         if self._undelivered:
             raise TransactionAborted(f"changelog undelivered: {self._undelivered[0]}")
+        flushed = time.monotonic()
         self.clients.commit(self._offsets_to_commit())
         self._crash.reached("after_commit")
+        if (took_s := time.monotonic() - began) >= SLOW_COMMIT_S:
+            log.info("a transaction took %.0f ms to commit (%.0f ms of it to flush its outputs "
+                     "and %d changelog records)", took_s * 1000, (flushed - began) * 1000,
+                     writes)  # fmt: skip
         self.state.committed(self._changelog_offsets)
         self._crash.reached("after_rocksdb_write")
         self._moved = False

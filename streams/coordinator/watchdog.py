@@ -1,4 +1,5 @@
-"""A stalled loop says so: the stacks of every thread, logged while the loop is still stuck.
+"""A stalled loop says so: the stacks of every thread, logged while the loop is still stuck;
+and a slow step is logged when it ends.
 
 The confluent engine's loop beats once per step. Every blocking call it makes has a timeout,
 so a step that has not ended after `stall_s` is a step stuck where no timeout reaches (a CI run
@@ -25,16 +26,21 @@ from typing import TextIO
 log = logging.getLogger("streams.coordinator")
 
 STALL_S = 60.0
+# A step this long is logged (at info) when it ends: what the latency tail is made of.
+SLOW_STEP_S = 0.25
 
 
 class LoopWatchdog:
     def __init__(
         self,
         stall_s: float = STALL_S,
+        slow_s: float = SLOW_STEP_S,
         out: Callable[[], TextIO] = lambda: sys.stderr,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.stall_s = stall_s
+        self.slow_s = slow_s
+        self.slow_steps = 0
         self._out = out
         self._clock = clock
         self.beat_at = clock()
@@ -43,11 +49,16 @@ class LoopWatchdog:
         self._thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
 
     def beat(self) -> None:
-        """The loop came around (one attribute store: it runs on every step)."""
-        self.beat_at = self._clock()
+        """The loop came around (it runs on every step: a clock read and a compare)."""
+        now = self._clock()
+        took_s = now - self.beat_at
+        self.beat_at = now
+        if took_s >= self.slow_s:
+            self.slow_steps += 1
+            log.info("one step of the loop took %.0f ms", took_s * 1000)
 
     def start(self) -> LoopWatchdog:
-        self.beat()
+        self.beat_at = self._clock()  # what came before the loop is not a step
         self._thread.start()
         return self
 

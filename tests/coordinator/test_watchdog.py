@@ -55,3 +55,17 @@ def test_its_thread_reports_a_step_stuck_in_a_blocking_call(tmp_path: Path) -> N
         assert dog.reports >= 1
         out.seek(0)
         assert "test_its_thread_reports_a_step_stuck_in_a_blocking_call" in out.read()
+
+
+def test_a_slow_step_is_logged_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    dog = LoopWatchdog(slow_s=0.25, clock=clock)
+    with caplog.at_level(logging.INFO, "streams.coordinator"):
+        dog.beat()
+        clock.now_s += 0.2
+        dog.beat()
+        assert dog.slow_steps == 0 and "took" not in caplog.text
+        clock.now_s += 0.4
+        dog.beat()
+    assert dog.slow_steps == 1
+    assert "one step of the loop took 400 ms" in caplog.text
