@@ -5,8 +5,9 @@ The confluent engine's loop beats once per step. Every blocking call it makes ha
 so a step that has not ended after `stall_s` is a step stuck where no timeout reaches (a CI run
 of the chaos test saw one coordinator make no progress for minutes after a broker restart, and
 ignore SIGTERM, with nothing in its log to say where). The watchdog then logs the Python stacks
-of all threads (faulthandler, which works while the stuck thread holds no lock of ours), once
-per stall, and again if the same stall lasts another `stall_s`.
+of all threads (faulthandler; this needs the stuck call to have released the GIL, as
+librdkafka's blocking calls do), once per stall, and again if the same stall lasts another
+`stall_s`.
 
 It only reports: a step can legitimately be long (restoring a million streams from the
 changelog takes about a minute), and Kafka's own `max.poll.interval.ms` is what takes the
