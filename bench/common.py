@@ -49,13 +49,25 @@ def broker_for_run(tmp: Path) -> Iterator[KafkaSettings]:
     if bootstrap:
         yield KafkaSettings(bootstrap)
         return
-    broker = ephemeral_broker(tmp / "kafka")
+    broker = ephemeral_broker(_broker_home(tmp))
     print("starting a local broker (streams.devbroker) for this run ...", flush=True)
     broker.start()
     try:
         yield KafkaSettings(broker.bootstrap_servers)
     finally:
         broker.stop()
+
+
+def broker_pid(tmp: Path) -> int | None:
+    """The pid of the broker that `broker_for_run(tmp)` started; None when the run uses
+    KAFKA_BOOTSTRAP_SERVERS (a broker that may not even be on this machine)."""
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return None
+    return ephemeral_broker(_broker_home(tmp)).running_pid()  # reads only its home's pid file
+
+
+def _broker_home(tmp: Path) -> Path:
+    return tmp / "kafka"
 
 
 def consumer(kafka: KafkaSettings, topics: list[str], **extra: Any) -> Consumer:

@@ -40,6 +40,7 @@ from common import (
     ROOT,
     Worker,
     broker_for_run,
+    broker_pid,
     check_engine,
     consumer,
     coordinator,
@@ -324,15 +325,6 @@ def run_coordinator_phases(
         return figures
     finally:
         proc.stop(30)
-
-
-def broker_pid(tmp: Path) -> int | None:
-    """The pid of the broker that `broker_for_run` started under `tmp`; None when the run uses
-    KAFKA_BOOTSTRAP_SERVERS (a broker that may not even be on this machine)."""
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        return None
-    pid_file = tmp / "kafka" / "broker.pid"
-    return int(pid_file.read_text()) if pid_file.exists() else None
 
 
 def cpu_s(pid: int) -> float:
