@@ -266,19 +266,11 @@ class TransactionalClients:
             raise _classify(exc, "begin_transaction") from exc
         self._in_transaction = True
 
-    def flush(self, timeout_s: float = CALL_TIMEOUT_S) -> None:
-        """Wait for every produced message; any undelivered one means the transaction aborts."""
-        deadline = time.monotonic() + timeout_s
-        while True:  # in slices, as _retrying does, so that a SIGTERM is served meanwhile
-            left = self._producer.flush(max(0.01, min(CALL_SLICE_S, deadline - time.monotonic())))
-            if not left:
-                return
-            if time.monotonic() >= deadline:
-                raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")
-
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
         """Send the input offsets with the group metadata, then commit the transaction.
 
+        Committing flushes every output first, serving their delivery callbacks, and fails
+        (abortable) if any was not delivered; a slice that times out while it waits is resumed.
         Offsets go in every transaction, even one of time-driven writes only, so that a zombie
         (a member the group has moved on from) can never commit anything.
         """
