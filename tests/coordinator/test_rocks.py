@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from streams.coordinator.rocks import (
@@ -95,3 +97,41 @@ def test_the_memtables_of_every_store_stay_within_one_budget(tmp_path: Path) -> 
     )
     assert 0 < held <= MEMTABLES_BYTES
     assert state.view(STREAMS).get("a0-0") == value  # flushed, still there
+
+
+def test_writes_skip_the_write_ahead_log(tmp_path: Path) -> None:
+    store = PartitionStore(tmp_path / "p")
+    for offset in range(50):
+        store.write(((b"s%d" % i, b"x" * 780) for i in range(100)), offset)
+    assert store.get(b"s99") == b"x" * 780 and store.offset == 49
+    assert sum(f.stat().st_size for f in (tmp_path / "p").glob("*.log")) == 0
+    store.close()
+
+
+CRASH = """
+import os, sys
+import subprocess
+import sys
+from pathlib import Path
+from streams.coordinator.rocks import PartitionStore
+store = PartitionStore(Path(sys.argv[1]))
+store.write([(b"a", b"1"), (b"b", b"1")], 10)
+store._db.flush()  # as RocksDB does when a memtable fills up
+store.write([(b"a", b"2"), (b"c", b"2")], 20)
+os._exit(0)  # killed: no close, the last batch only in memory
+"""
+
+
+def test_a_crash_leaves_an_older_committed_state_with_its_own_offset(tmp_path: Path) -> None:
+    """Without a write-ahead log a crash loses the batches not yet flushed, each whole and with
+    its offset, so the restore replays the changelog from where the store really is."""
+    folder = tmp_path / "p"
+    subprocess.run([sys.executable, "-c", CRASH, str(folder)], check=True, timeout=60)
+    store = PartitionStore(folder)
+    assert (store.offset, store.get(b"a"), store.get(b"b"), store.get(b"c")) == (
+        10,
+        b"1",
+        b"1",
+        None,
+    )
+    store.close()
