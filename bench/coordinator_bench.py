@@ -3,6 +3,11 @@ dispatch delay.
 
     .venv/bin/python bench/coordinator_bench.py [--engine confluent|faust|both] [--streams 2000]
         [--live-streams 1000] [--seconds 20] [--quix-events 200000] [--no-quix]
+        [--throughput-only] [--root DIR] [--baseline-messages 0]
+
+`--root DIR` runs the coordinator from another checkout's `streams` (put first on its
+PYTHONPATH), the bench itself from this one: a before/after of the engine with the same bench,
+e.g. `git archive <commit> streams | tar -x -C /tmp/base`, then `--root /tmp/base`.
 
 Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.devbroker) for the run.
 Everything runs in one run on one broker, each phase printed as it finishes, a table at the end:
@@ -246,10 +251,15 @@ def run_coordinator_phases(
     seconds: float,
     home: Path,
     broker_pid: int | None = None,
+    latency: bool = True,
+    root: Path | None = None,
 ) -> dict[str, float]:
-    """The two phases; `broker_pid` (a broker of this run) adds its CPU per result."""
+    """Throughput, then (unless `latency` is False) latency; `broker_pid` (a broker of this
+    run) adds its CPU per result; `root` runs the coordinator from that checkout."""
     prefix = f"bench-{engine}-{uuid.uuid4().hex[:6]}"
     proc = coordinator(kafka, prefix, home, engine)
+    if root is not None:
+        proc.env["PYTHONPATH"] = str(root)
     proc.start()
     figures: dict[str, float] = {}
     try:
@@ -314,6 +324,9 @@ def run_coordinator_phases(
         drain_until = time.monotonic() + 3
         while time.monotonic() < drain_until:
             worker.step()
+        if not latency:
+            worker.close()
+            return figures
 
         # Latency: live streams with 1 s windows -> one result per stream and second.
         live_start = now_ms() // 1000 * 1000
@@ -384,6 +397,8 @@ def main() -> None:
     parser.add_argument("--quix-commit-interval", type=float, default=5.0, help="Quix's default")
     parser.add_argument("--no-quix", action="store_true", help="skip the Quix Streams peer")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs in this folder")
+    parser.add_argument("--throughput-only", action="store_true", help="skip the latency phase")
+    parser.add_argument("--root", type=Path, help="run the coordinator from this checkout")
     args = parser.parse_args()
     machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                f"Python {platform.python_version()}")  # fmt: skip
@@ -394,7 +409,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, broker_for_run(Path(tmp)) as kafka:
         home = args.logs or Path(tmp)
         home.mkdir(parents=True, exist_ok=True)
-        base = baseline(kafka, args.baseline_messages)
+        base = baseline(kafka, args.baseline_messages) if args.baseline_messages else float("nan")
         print(f"baseline: {base:,.0f} msgs/s plain confluent-kafka consume->produce", flush=True)
         rows.append(("baseline, confluent-kafka consume -> produce", f"{base:,.0f} msgs/s"))
         if not args.no_quix:
@@ -417,8 +432,8 @@ def main() -> None:
         for engine in engines:
             try:
                 f = run_coordinator_phases(kafka, engine, args.streams, args.live_streams,
-                                           args.seconds, home / engine,
-                                           broker_pid(Path(tmp)))  # fmt: skip
+                                           args.seconds, home / engine, broker_pid(Path(tmp)),
+                                           not args.throughput_only, args.root)  # fmt: skip
             except Exception as exc:
                 print(f"[{engine}] failed: {exc}", flush=True)
                 rows.append((f"{engine}: coordinator", "failed (see above)"))
@@ -430,6 +445,8 @@ def main() -> None:
             rows.append((f"{engine}: sustained, {args.streams:,} streams catching up",
                          f"{f['throughput']:,.0f} results/s ({f['throughput'] / base:.1%} of "
                          f"the baseline); {cpu}"))  # fmt: skip
+            if args.throughput_only:
+                continue
             rows.append((f"{engine}: {args.live_streams:,} live streams of 1 s "
                          f"({f['live_rate']:,.0f} results/s)",
                          f"ack-to-commit p50 {f['a2c_p50']:,.0f} ms, p99 {f['a2c_p99']:,.0f} ms; "
