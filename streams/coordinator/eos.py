@@ -231,7 +231,8 @@ class ConfluentEngine:
         # The offsets go out before the outputs are flushed: commit_transaction flushes them
         # (serving their delivery callbacks, which note the changelog offsets) and fails,
         # abortable, if any was not delivered. So the round trips of sending the offsets overlap
-        # the outputs' delivery instead of following it (ack-to-commit p50 75 -> 70 ms).
+        # the outputs' delivery instead of following it (ack-to-commit p50 75 -> 70 ms in one
+        # traced run; docs/benchmarks.md, seventh pass).
         self.clients.commit(self._offsets_to_commit())
         self._crash.reached("after_commit")
         if (took_s := time.monotonic() - began) >= SLOW_COMMIT_S:
