@@ -37,14 +37,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
-import orjson
 from common import (
     ROOT,
+    CommitReader,
     Worker,
     broker_for_run,
     broker_pid,
@@ -204,43 +203,6 @@ def quix_peer(kafka: KafkaSettings, events: int, home: Path, commit_interval: fl
 
 
 # -- the coordinator, per engine -----------------------------------------------------------
-
-
-class CommitReader:
-    """Reads `commits` (read_committed) on a thread of its own and notes when each window of
-    the streams whose id starts with `prefix` was committed. On the stand-in worker's loop, a
-    commit waited for that loop's own poll of tasks (up to 5 ms, then up to 5 more for its
-    own), which counted as the coordinator's."""
-
-    def __init__(self, kafka: KafkaSettings, topic: str, prefix: str) -> None:
-        self._consumer = consumer(kafka, [topic])
-        self._prefix = prefix.encode()
-        self.received: list[tuple[str, int, int]] = []  # (stream_id, end_ms, received_ms)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="commits-reader", daemon=True)
-
-    def start(self) -> CommitReader:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        note = self.received.append
-        while not self._stop.is_set():
-            # poll, not consume: a batch consume returns only once its batch is full or at its
-            # timeout, which would stamp a commit up to that timeout late.
-            msg = self._consumer.poll(0.05)
-            if msg is None or msg.error() or not (msg.key() or b"").startswith(self._prefix):
-                continue  # nothing yet, or the throughput phase's streams
-            got = now_ms()
-            doc = orjson.loads(msg.value())
-            for w in doc["windows"]:
-                note((doc["stream_id"], w["end_ms"], got))
-
-    def stop(self) -> list[tuple[str, int, int]]:
-        self._stop.set()
-        self._thread.join(10)
-        self._consumer.close()
-        return self.received
 
 
 def run_coordinator_phases(
