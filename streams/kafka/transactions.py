@@ -274,6 +274,17 @@ class TransactionalClients:
             raise _classify(exc, "begin_transaction") from exc
         self._in_transaction = True
 
+    def flush(self, timeout_s: float = CALL_TIMEOUT_S) -> None:
+        """Wait for every produced message (the engine leaves this to `commit`); any
+        undelivered one means the transaction aborts."""
+        deadline = time.monotonic() + timeout_s
+        while True:  # in slices, as _retrying does, so that a SIGTERM is served meanwhile
+            left = self._producer.flush(max(0.01, min(CALL_SLICE_S, deadline - time.monotonic())))
+            if not left:
+                return
+            if time.monotonic() >= deadline:
+                raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")
+
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
         """Send the input offsets with the group metadata, then commit the transaction.
 
