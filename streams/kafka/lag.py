@@ -117,6 +117,10 @@ def _wait(future: Future[Any], timeout_s: float) -> Any:
 
 def _groups(client: AdminClient, prefix: str | tuple[str, ...], timeout_s: float) -> list[str]:
     listed = _wait(client.list_consumer_groups(request_timeout=timeout_s), timeout_s)
+    if listed.errors:
+        # Some broker did not answer (e.g. the cluster is unreachable and the request timed
+        # out): the list is partial, and lag read from it would silently leave groups out.
+        raise KafkaException(listed.errors[0])
     return sorted(g.group_id for g in listed.valid if g.group_id.startswith(prefix))
 
 
