@@ -76,10 +76,17 @@ def prefill(kafka: KafkaSettings, topic: str, count: int, keys: int = QUIX_KEYS)
     for i in range(count):
         sid = f"cluster-{i % keys:05d}"
         window = {**SAMPLE_TASK, "stream_id": sid, "end_ms": SAMPLE_TASK["end_ms"] + i}
-        producer.produce(topic, result_value(window), sid.encode())
+        value = result_value(window)
+        while True:
+            try:
+                producer.produce(topic, value, sid.encode())
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.1)
         if i % 10000 == 0:
             producer.poll(0)
-    producer.flush(30)
+    if producer.flush(60):
+        raise RuntimeError(f"prefill: {len(producer)} messages not delivered to {topic} in 60 s")
 
 
 def baseline(kafka: KafkaSettings, count: int) -> float:
