@@ -355,6 +355,11 @@ def table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def of_baseline(rate: float, base: float | None) -> str:
+    """` (x% of the baseline)`, or nothing when the baseline was not run."""
+    return "" if base is None else f" ({rate / base:.1%} of the baseline)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", choices=["confluent", "faust", "both"], default="both")
@@ -378,9 +383,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, broker_for_run(Path(tmp)) as kafka:
         home = args.logs or Path(tmp)
         home.mkdir(parents=True, exist_ok=True)
-        base = baseline(kafka, args.baseline_messages) if args.baseline_messages else float("nan")
-        print(f"baseline: {base:,.0f} msgs/s plain confluent-kafka consume->produce", flush=True)
-        rows.append(("baseline, confluent-kafka consume -> produce", f"{base:,.0f} msgs/s"))
+        base = baseline(kafka, args.baseline_messages) if args.baseline_messages else None
+        measured = "not run (--baseline-messages 0)" if base is None else f"{base:,.0f} msgs/s"
+        print(f"baseline: {measured}, plain confluent-kafka consume->produce", flush=True)
+        rows.append(("baseline, confluent-kafka consume -> produce", measured))
         if not args.no_quix:
             try:
                 quix = quix_peer(kafka, args.quix_events, home, args.quix_commit_interval)
@@ -392,7 +398,7 @@ def main() -> None:
                 rows.append(
                     (
                         f"Quix Streams {QUIX_VERSION}, exactly-once, minimum work",
-                        f"{quix:,.0f} events/s ({quix / base:.1%} of the baseline)",
+                        f"{quix:,.0f} events/s{of_baseline(quix, base)}",
                     )
                 )
             except Exception as exc:  # the peer failing must not lose the other figures
@@ -412,8 +418,8 @@ def main() -> None:
                 cpu += (f", broker {f['broker_cpu_us']:,.0f} µs, stand-in worker "
                         f"{f['worker_cpu_us']:,.0f} µs")  # fmt: skip
             rows.append((f"{engine}: sustained, {args.streams:,} streams catching up",
-                         f"{f['throughput']:,.0f} results/s ({f['throughput'] / base:.1%} of "
-                         f"the baseline); {cpu}"))  # fmt: skip
+                         f"{f['throughput']:,.0f} results/s{of_baseline(f['throughput'], base)}; "
+                         f"{cpu}"))  # fmt: skip
             if args.throughput_only:
                 continue
             rows.append((f"{engine}: {args.live_streams:,} live streams of 1 s "

@@ -109,8 +109,7 @@ def test_writes_skip_the_write_ahead_log(tmp_path: Path) -> None:
 
 
 CRASH = """
-import os, sys
-import subprocess
+import os
 import sys
 from pathlib import Path
 from streams.coordinator.rocks import PartitionStore
