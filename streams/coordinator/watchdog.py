@@ -3,9 +3,10 @@ and a slow step is logged when it ends.
 
 The confluent engine's loop beats once per step. Every blocking call it makes has a timeout,
 so a step that has not ended after `stall_s` is either a long restore (or a chain of calls
-waiting out a gone broker) or a step stuck where no timeout reaches (a CI run
-of the chaos test saw one coordinator make no progress for minutes after a broker restart, and
-ignore SIGTERM, with nothing in its log to say where). The watchdog then logs the Python stacks
+waiting out a gone broker) or a step stuck where no timeout reaches. After a broker restart,
+the chaos run saw a coordinator blocked in `send_offsets_to_transaction` for 5 minutes, its
+1 s timeout ignored: a librdkafka defect that `METADATA_RECOVERY` (streams/kafka/settings.py)
+now keeps from happening, found through these stacks. The watchdog logs the Python stacks
 of all threads (faulthandler; this needs the stuck call to have released the GIL, as
 librdkafka's blocking calls do), once per stall, and again if the same stall lasts another
 `stall_s`.

@@ -9,6 +9,14 @@ from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 READ_COMMITTED = "read_committed"
+# When every broker it knows is down (a one-broker restart), librdkafka 2.16 "re-bootstraps" by
+# default: it decommissions those brokers, and a client whose cached coordinator was one of them
+# can wedge until it restarts. In the chaos run, after a broker restart, a coordinator blocked in
+# send_offsets_to_transaction for 5 minutes, past its 1 s timeout (librdkafka issues 5511 and
+# 5456, open), and a consumer stopped heartbeating. With "none" a client keeps reconnecting to
+# the brokers it knows. The cost: if every broker changes address while a client is cut off,
+# restart the client so that it bootstraps again.
+METADATA_RECOVERY = "none"
 
 # librdkafka security settings passed through from the environment, e.g.
 # KAFKA_SECURITY_PROTOCOL=SASL_SSL, KAFKA_SASL_MECHANISM=PLAIN, KAFKA_SASL_USERNAME=...
@@ -39,7 +47,12 @@ class KafkaSettings:
 
     def librdkafka(self, **extra: Any) -> dict[str, Any]:
         """The confluent-kafka (librdkafka) configuration dictionary."""
-        return {"bootstrap.servers": self.bootstrap_servers, **self.security, **extra}
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "metadata.recovery.strategy": METADATA_RECOVERY,
+            **self.security,
+            **extra,
+        }
 
     def consumer(self, **extra: Any) -> dict[str, Any]:
         """Consumer config that reads committed records only (``isolation.level=read_committed``).
