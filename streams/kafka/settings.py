@@ -13,9 +13,9 @@ READ_COMMITTED = "read_committed"
 # default: it decommissions those brokers, and a client whose cached coordinator was one of them
 # can wedge until it restarts. In the chaos run, after a broker restart, a coordinator blocked in
 # send_offsets_to_transaction for 5 minutes, past its 1 s timeout (librdkafka issues 5511 and
-# 5456, open), and a consumer stopped heartbeating. With "none" a client keeps reconnecting to
-# the brokers it knows. The cost: if every broker changes address while a client is cut off,
-# restart the client so that it bootstraps again.
+# 5456, open), and a consumer stopped heartbeating; tests/kafka/test_broker_restart.py shows the
+# hang. With "none" a client keeps reconnecting to the brokers it knows. The cost: if every
+# broker changes address while a client is cut off, restart the client to bootstrap again.
 METADATA_RECOVERY = "none"
 
 # librdkafka security settings passed through from the environment, e.g.
