@@ -1,9 +1,9 @@
-"""Transactions with offsets go on across broker restarts, as Tidemark configures its clients.
+"""The coordinator's transactional clients go on across broker restarts.
 
 With librdkafka's default `metadata.recovery.strategy=rebootstrap`, the first
 send_offsets_to_transaction after a one-broker restart hangs inside librdkafka, past its
-timeout (librdkafka issues 5511 and 5456): `--strategy rebootstrap` shows it, 3 runs in 3 on
-this machine. The hang is bounded from outside: the clients run in a process of their own.
+timeout (librdkafka issues 5511 and 5456): `--strategy rebootstrap` shows it (2 runs in 2 on
+this machine). The hang is bounded from outside: the clients run in a process of their own.
 """
 
 from __future__ import annotations
