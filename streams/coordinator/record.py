@@ -26,8 +26,8 @@ from streams.core import (
     config_to_dict,
     is_failing,
     next_due_ms,
-    state_from_dict,
-    state_to_dict,
+    state_from_stored,
+    state_to_row,
 )
 from streams.core.codec import committed_from_list, committed_to_list
 from streams.core.outage import hold_started_ms
@@ -123,7 +123,7 @@ class Record:
     def encode(self, exact: bool = True) -> bytes:
         """The stored bytes. `exact=False` skips trimming orjson's buffer (`_exact`), for bytes
         that only live until the transaction's commit writes them."""
-        doc: dict[str, Any] = {"s": state_to_dict(self.state, self.config_json())}
+        doc: dict[str, Any] = {"s": state_to_row(self.state, self.config_json())}
         if self.outbox:
             doc["o"] = [
                 self.outbox_previous_ms,
@@ -145,7 +145,7 @@ class Record:
     @classmethod
     def decode(cls, raw: bytes) -> Record:
         doc = orjson.loads(raw)
-        state = state_from_dict(doc["s"])
+        state = state_from_stored(doc["s"])
         previous, windows = doc.get("o", [state.announced_ms, []])
         record = cls(
             state,

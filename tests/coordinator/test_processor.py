@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.coordinator.processor import TICK_RESEND_MS, partition_of
+from streams.coordinator.record import Record
 from streams.wire import MAX_RAW_BYTES, RejectedMessage
 
 from .fakes import T0, Driver, ack, at, heartbeat, nack
@@ -581,7 +582,7 @@ def test_a_result_for_a_deleted_stream_is_rejected_with_the_reason_until_it_is_c
 ) -> None:
     d, task = started(transactional=transactional, gc_grace_ms=10_000)
     d.control({"type": "delete", "stream_id": SID}, at(10, 1, 5))
-    assert json.loads(d.store.data[SID])["s"]["deleted_ms"] == at(10, 1, 5)
+    assert Record.decode(d.store.data[SID]).state.deleted_ms == at(10, 1, 5)
     assert d.processor.index.next_wake_ms(d.partition(SID)) is None  # nothing to dispatch
     assert d.processor.partitions_to_tick(at(10, 1, 14)) == []
     assert d.emitter.work == []
@@ -1053,4 +1054,5 @@ def test_deleting_a_stream_unlists_its_bypassed_windows(transactional: bool) -> 
     d.control({"type": "delete", "stream_id": SID}, at(10, 2))
     (tombstone,) = d.bypassed()
     assert (tombstone.key, tombstone.value) == (f"{SID}/{T0}".encode(), None)
-    assert d.replay_store.data == {} and "deleted_ms" in json.loads(d.store.data[SID])["s"]
+    assert d.replay_store.data == {}
+    assert Record.decode(d.store.data[SID]).state.deleted_ms is not None

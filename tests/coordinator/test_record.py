@@ -20,6 +20,7 @@ from streams.core import (
     create_state,
     flush,
     next_due_ms,
+    state_to_dict,
 )
 from streams.core.model import CloseReason
 
@@ -87,6 +88,15 @@ def test_a_record_round_trips_through_its_bytes() -> None:
         at(10, 0),
         [[at(10, 0), at(10, 1), "ack", 1], [at(10, 1), at(10, 2), "bypass", 4]],
     ]
+
+
+def test_a_record_stored_with_the_readable_state_form_still_decodes() -> None:
+    """Stores written before the stored row (schema 2) hold the state as a dict (schema 1)."""
+    record = Record(busy_state(), at(10, 0), [cw(0)], [bypass_wire(1)], bypasses=2)
+    doc = json.loads(record.encode())
+    assert doc["s"][0] == 2
+    doc["s"] = state_to_dict(record.state)
+    assert Record.decode(orjson.dumps(doc)) == record
 
 
 def test_an_empty_outbox_is_left_out_of_the_bytes() -> None:

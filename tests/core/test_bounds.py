@@ -28,7 +28,9 @@ from streams.core import (
     apply_result,
     create_state,
     state_from_dict,
+    state_from_row,
     state_to_dict,
+    state_to_row,
 )
 from streams.core._checks import MAX_DURATION_MS, MAX_MS, MAX_SAFE_INT, MAX_TIME_MS
 from streams.core.config import MAX_IN_FLIGHT
@@ -142,6 +144,8 @@ def check_readable(decision: Decision) -> None:
     if state is not None:
         stored = state_to_dict(state)
         assert state_to_dict(state_from_dict(orjson.loads(orjson.dumps(stored)))) == stored
+        row = state_to_row(state)
+        assert state_to_row(state_from_row(orjson.loads(orjson.dumps(row)))) == row
     for task in decision.tasks:
         TaskMessage.model_validate(orjson.loads(orjson.dumps(task.to_wire())))
     for record in decision.bypasses:

@@ -11,7 +11,10 @@ from streams.core import (
     apply_control,
     apply_result,
     state_from_dict,
+    state_from_row,
+    state_from_stored,
     state_to_dict,
+    state_to_row,
 )
 from streams.errors import InvalidInput
 
@@ -94,3 +97,67 @@ def test_a_missing_key_is_named() -> None:
     assert caught.value.field == "frontier_ms"
     with pytest.raises(InvalidInput):
         state_from_dict([1, 2])
+
+
+def test_a_busy_state_round_trips_through_its_stored_row() -> None:
+    state = _busy_state()
+    encoded = json.dumps(state_to_row(state))
+    assert state_from_row(json.loads(encoded)) == state
+    assert json.loads(encoded)[0] == 2
+
+
+def test_the_stored_form_reads_rows_and_readable_dicts() -> None:
+    state = _busy_state()
+    assert state_from_stored(state_to_row(state)) == state
+    assert state_from_stored(state_to_dict(state)) == state
+
+
+def test_a_window_row_holds_its_fields_in_order() -> None:
+    state, _ = started(at(10, 0))
+    (window,) = state_to_row(state)[6]
+    assert window == [
+        at(10, 0), at(10, 1), at(10, 1), 0, False, None, None, None, 0, None, False, [], None,
+    ]  # fmt: skip
+
+
+def _broken_row(index: int, value: Any) -> list[Any]:
+    state, _ = started(at(10, 1))
+    row = state_to_row(state)
+    row[index] = value
+    return row
+
+
+_WINDOW = [1, 2, 2, 0, False, None, None, None, 0, None, False, [], None]
+
+
+@pytest.mark.parametrize(
+    ("index", "value", "field"),
+    [
+        (0, 1, "v"),
+        (0, None, "v"),
+        (2, "0", "downstream_ms"),
+        (5, 0, "paused"),
+        (1, {"stream_id": "s"}, "start_ms"),
+        (6, [_WINDOW[:3]], "windows"),
+        (6, [[*_WINDOW[:3], "1", *_WINDOW[4:]]], "windows.attempt"),
+        (6, [[*_WINDOW[:4], 1, *_WINDOW[5:]]], "windows"),
+        (6, [[*_WINDOW[:9], ["kind"], *_WINDOW[10:]]], "state"),
+        (6, 7, "state"),
+        (7, [[1, 2, "maybe", 1]], "unannounced"),
+        (8, -1, "incarnation"),
+        (10, "soon", "deleted_ms"),
+    ],
+)
+def test_a_malformed_row_raises_invalid_input(index: int, value: Any, field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        state_from_row(_broken_row(index, value))
+    assert caught.value.field == field
+
+
+def test_a_row_of_the_wrong_length_is_refused() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        state_from_row(_broken_row(0, 2)[:-1])
+    assert caught.value.field == "state"
+    with pytest.raises(InvalidInput) as caught:
+        state_from_row({"v": 2})
+    assert caught.value.field == "v"

@@ -32,7 +32,9 @@ from streams.core import (
     is_failing,
     release,
     state_from_dict,
+    state_from_row,
     state_to_dict,
+    state_to_row,
 )
 
 from .helpers import T0
@@ -213,6 +215,7 @@ def test_random_outages_keep_the_guards_invariants(data: st.DataObject, steps: i
         for done in [*state.unannounced, *(d for w in state.windows for d in w.closed)]:
             assert done.held_ms is None or done.held_ms >= 0
         assert state_from_dict(json.loads(json.dumps(state_to_dict(state)))) == state
+        assert state_from_row(json.loads(json.dumps(state_to_row(state)))) == state
         _, commit = flush(state, now_ms)
         if commit is not None:
             for done in commit.windows:

@@ -40,7 +40,9 @@ from streams.core import (
     next_due_ms,
     retry_delay_ms,
     state_from_dict,
+    state_from_row,
     state_to_dict,
+    state_to_row,
 )
 
 from .helpers import T0
@@ -196,6 +198,7 @@ def _check_state(model: Model, downstream_before: int) -> None:
             edge = window.end_ms
     assert edge == state.frontier_ms
     assert state_from_dict(json.loads(json.dumps(state_to_dict(state)))) == state
+    assert state_from_row(json.loads(json.dumps(state_to_row(state)))) == state
 
 
 def _flush(model: Model, now_ms: int) -> None:
