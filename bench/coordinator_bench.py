@@ -228,7 +228,10 @@ def run_coordinator_phases(
     prefix = f"bench-{engine}-{uuid.uuid4().hex[:6]}"
     proc = coordinator(kafka, prefix, home, engine)
     if root is not None:
+        # `python -m` imports from its working directory first: PYTHONPATH alone would run
+        # this checkout's `streams` when the bench is started from it.
         proc.env["PYTHONPATH"] = str(root)
+        proc.cwd = root
     proc.start()
     figures: dict[str, float] = {}
     try:

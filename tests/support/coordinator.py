@@ -43,6 +43,9 @@ class CoordinatorProcess:
             **(env or {}),
         }
         self.proc: subprocess.Popen[bytes] | None = None
+        # The working directory: `python -m streams` imports `streams` from it first, before
+        # PYTHONPATH (None: this process's).
+        self.cwd: Path | None = None
 
     def start(self) -> CoordinatorProcess:
         with open(self.log, "ab") as out:
@@ -52,6 +55,7 @@ class CoordinatorProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                cwd=self.cwd,
             )
         return self
 
