@@ -49,6 +49,17 @@ def test_set_none_removes_the_stream() -> None:
     assert len(index) == 0
 
 
+def test_a_wake_moved_later_comes_up_in_order_with_the_others() -> None:
+    index = DueIndex()
+    index.set(0, "a", 100)
+    index.set(0, "b", 200)
+    index.set(0, "a", 300)  # later: its entry at 100 stays in the heap
+    index.set(0, "c", 250)
+    assert index.pop_due(0, 250, limit=1) == ["b"]
+    assert index.next_wake_ms(0) == 250
+    assert index.pop_due(0, 1000) == ["c", "a"]
+
+
 def test_a_stream_popped_and_set_again_to_the_same_wake_is_indexed_again() -> None:
     index = DueIndex()
     index.set(0, "a", 100)
@@ -82,7 +93,7 @@ wakes = st.integers(0, 20)
 operations = st.lists(
     st.one_of(
         st.tuples(st.just("set"), partitions, streams, st.none() | wakes),
-        st.tuples(st.just("pop_due"), partitions, wakes),
+        st.tuples(st.just("pop_due"), partitions, wakes, st.none() | st.integers(1, 3)),
         st.tuples(st.just("next_wake_ms"), partitions),
         st.tuples(st.just("drop"), partitions),
     ),
@@ -90,7 +101,7 @@ operations = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(operations)
 def test_the_index_behaves_like_a_dict_of_wake_times(ops: list[tuple[Any, ...]]) -> None:
     index = DueIndex()
@@ -106,9 +117,9 @@ def test_the_index_behaves_like_a_dict_of_wake_times(ops: list[tuple[Any, ...]])
             else:
                 wakes_of[stream_id] = wake_ms
         elif name == "pop_due":
-            (now_ms,) = args
-            due = sorted((w, s) for s, w in wakes_of.items() if w <= now_ms)
-            assert index.pop_due(p, now_ms) == [s for _, s in due]
+            now_ms, limit = args
+            due = sorted((w, s) for s, w in wakes_of.items() if w <= now_ms)[:limit]
+            assert index.pop_due(p, now_ms, limit) == [s for _, s in due]
             for _, s in due:
                 del wakes_of[s]
         elif name == "next_wake_ms":
