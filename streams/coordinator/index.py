@@ -51,59 +51,26 @@ class DueIndex:
             self._heaps[partition] = heap = [(w, s) for s, w in queued.items()]
             heapq.heapify(heap)
 
-    def _settle(self, partition: int) -> list[tuple[int, str]]:
-        """The partition's heap with its first entry live and at its stream's wake (or empty):
-        superseded entries and those of streams no longer indexed are dropped, and one that
-        comes up before its stream's wake is pushed again at that wake."""
-        heap = self._heaps.get(partition)
-        if heap is None:
-            return []
-        wakes, queued = self._wake[partition], self._queued[partition]
-        while heap:
-            wake_ms, stream_id = heap[0]
-            if queued.get(stream_id) != wake_ms:
-                heapq.heappop(heap)  # superseded
-                continue
-            actual_ms = wakes.get(stream_id)
-            if actual_ms == wake_ms:
-                break
-            if actual_ms is None:
-                heapq.heappop(heap)
-                del queued[stream_id]
-            else:  # moved later since it was pushed
-                heapq.heapreplace(heap, (actual_ms, stream_id))
-                queued[stream_id] = actual_ms
-        return heap
-
     def next_wake_ms(self, partition: int) -> int | None:
-        heap = self._settle(partition)
-        return heap[0][0] if heap else None
+        heap = self._heaps.get(partition)
+        if heap is None or not _settle(heap, self._wake[partition], self._queued[partition]):
+            return None
+        return heap[0][0]
 
     def pop_due(self, partition: int, now_ms: int, limit: int | None = None) -> list[str]:
         """The streams whose wake time is at or before `now_ms` (the earliest `limit` of them
         if given), removed from the index."""
         due: list[str] = []
         heap = self._heaps.get(partition)
-        if not heap:
+        if heap is None:
             return due
         wakes, queued = self._wake[partition], self._queued[partition]
-        # `_settle`, inlined: a tick pops every due stream through here.
-        while heap and heap[0][0] <= now_ms and (limit is None or len(due) < limit):
-            wake_ms, stream_id = heap[0]
-            if queued.get(stream_id) != wake_ms:
-                heapq.heappop(heap)  # superseded
-                continue
-            actual_ms = wakes.get(stream_id)
-            if actual_ms == wake_ms:
-                heapq.heappop(heap)
-                del wakes[stream_id], queued[stream_id]
-                due.append(stream_id)
-            elif actual_ms is None:
-                heapq.heappop(heap)
-                del queued[stream_id]
-            else:  # moved later since it was pushed
-                heapq.heapreplace(heap, (actual_ms, stream_id))
-                queued[stream_id] = actual_ms
+        while (limit is None or len(due) < limit) and _settle(heap, wakes, queued):
+            if heap[0][0] > now_ms:
+                break
+            _, stream_id = heapq.heappop(heap)
+            del wakes[stream_id], queued[stream_id]
+            due.append(stream_id)
         return due
 
     def drop(self, partition: int) -> None:
@@ -118,3 +85,26 @@ class DueIndex:
 
     def __len__(self) -> int:
         return sum(len(w) for w in self._wake.values())
+
+
+def _settle(heap: list[tuple[int, str]], wakes: dict[str, int], queued: dict[str, int]) -> bool:
+    """Make the heap's first entry live and at its stream's wake; False when none is left.
+
+    Superseded entries and those of streams no longer indexed are dropped, and an entry that
+    comes up before its stream's wake is pushed again at that wake.
+    """
+    while heap:
+        wake_ms, stream_id = heap[0]
+        if queued.get(stream_id) != wake_ms:
+            heapq.heappop(heap)  # superseded
+            continue
+        actual_ms = wakes.get(stream_id)
+        if actual_ms == wake_ms:
+            return True
+        if actual_ms is None:
+            heapq.heappop(heap)
+            del queued[stream_id]
+        else:  # moved later since it was pushed
+            heapq.heapreplace(heap, (actual_ms, stream_id))
+            queued[stream_id] = actual_ms
+    return False
