@@ -90,6 +90,9 @@ def streams(now_ms: int, count: int = 200) -> list[Upsert]:
                 "bypass_after_ms": 600_000,
                 "non_retryable": ["outage"],
                 "max_in_flight": 2,
+                # Its nacks bypass at once; a timeout (a worker killed holding its task) is
+                # retried, and the default 60 s retry outlasted the run's 60 s catch-up wait.
+                **fast,
                 "params": {"outage_until_ms": FOREVER_MS},
             },
         ),
