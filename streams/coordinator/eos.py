@@ -25,7 +25,7 @@ from streams.coordinator.crash_points import CrashHook
 from streams.coordinator.gauges import ConsumerLagCollector, consumer_groups
 from streams.coordinator.health import guard
 from streams.coordinator.metrics import CoordinatorMetrics
-from streams.coordinator.pacing import CommitPacing
+from streams.coordinator.pacing import AbortStreak, CommitPacing
 from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
 from streams.coordinator.settings import CoordinatorSettings
@@ -60,6 +60,9 @@ TICK_MIN_PER_PARTITION = 16
 # A clean stop commits and leaves the group; when that cannot finish (the broker is gone) the
 # process exits anyway: nothing uncommitted was ever visible, and a restart redoes it.
 STOP_DEADLINE_S = 8.0
+# Aborted transactions are made again for at least this long (or three session timeouts)
+# before the engine exits for new clients (streams.coordinator.pacing.AbortStreak).
+ABORT_STREAK_MIN_S = 60.0
 # A commit this long (flush, offsets, EndTxn) is logged: it delays every output it holds.
 SLOW_COMMIT_S = 0.1
 
@@ -140,6 +143,7 @@ class ConfluentEngine:
             min(POLL_S, self.settings.tick_interval_ms / 1000),
         )
         last_commit = time.monotonic()
+        aborts = AbortStreak(max(ABORT_STREAK_MIN_S, 3 * self.settings.session_timeout_ms / 1000))
         self.status = "ok"
         self.watchdog.start()
         beat = self.watchdog.beat
@@ -149,9 +153,15 @@ class ConfluentEngine:
                 try:
                     if self._step(pacing, last_commit):
                         last_commit = time.monotonic()
+                        aborts.committed()
                 except TransactionAborted as exc:
                     log.warning("transaction aborted (%s); state and inputs rewound", exc)
                     self._abort()
+                    if aborts.aborted(time.monotonic()):
+                        raise TransactionFatal(
+                            f"every transaction aborted for {aborts.max_s:.0f} s (the last: "
+                            f"{exc}); new clients are needed"
+                        ) from exc
             except TransactionFatal as exc:
                 log.error("%s; exiting: a restart carries on from the last commit", exc)
                 raise SystemExit(1) from exc

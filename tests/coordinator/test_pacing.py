@@ -1,9 +1,10 @@
 """When the confluent engine commits (streams.coordinator.pacing): a burst read over several
-polls goes into one transaction, load commits at the interval, and nothing waits for a poll."""
+polls goes into one transaction, load commits at the interval, and nothing waits for a poll;
+and when it stops making aborted transactions again."""
 
 from __future__ import annotations
 
-from streams.coordinator.pacing import CommitPacing
+from streams.coordinator.pacing import AbortStreak, CommitPacing
 
 INTERVAL_S = 0.1
 POLL_S = 0.005
@@ -49,3 +50,19 @@ def test_work_left_over_makes_the_next_poll_not_wait() -> None:
     p.commit_now(0, pending=True, since_commit_s=0.0)
     assert p.poll_timeout_s(work_left=True) == 0.0
     assert p.poll_timeout_s(work_left=False) == POLL_S
+
+
+def test_aborts_give_up_once_every_transaction_has_aborted_for_max_s() -> None:
+    streak = AbortStreak(60.0)
+    assert not streak.aborted(1000.0)  # the first abort starts the streak
+    assert not streak.aborted(1059.9)
+    assert streak.aborted(1060.0)
+
+
+def test_a_commit_ends_the_streak() -> None:
+    streak = AbortStreak(60.0)
+    assert not streak.aborted(1000.0)
+    streak.committed()
+    assert not streak.aborted(1059.0)  # a new streak, from 1059
+    assert not streak.aborted(1118.0)
+    assert streak.aborted(1119.0)

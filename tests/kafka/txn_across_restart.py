@@ -25,6 +25,9 @@ from streams.kafka.transactions import TransactionAborted, TransactionalClients
 
 TRANSACTIONS_PER_ROUND = 3
 REDO_WITHIN_S = 30.0  # an aborted transaction is made again until this long has passed
+# After this long of aborts the clients are made anew, as the engine's exit and restart do
+# (streams.coordinator.pacing.AbortStreak): the consumer can stay out of its group for good.
+NEW_CLIENTS_AFTER_S = 15.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,30 +41,42 @@ def main(argv: list[str] | None = None) -> int:
     broker.start()
     try:
         create_topics(broker.settings, [TopicSpec("in", 3), TopicSpec("out", 3)])
-        clients = TransactionalClients(broker.settings, "g", "t", session_timeout_ms=10_000)
-        assigned: list[tuple[str, int]] = []
-        clients.subscribe(["in"], assigned.extend, lambda _: None, lambda _: None)
-        clients.init_transactions()
-        while not assigned:
-            clients.poll(100, 0.2)
+
+        def new_clients() -> TransactionalClients:
+            made = TransactionalClients(broker.settings, "g", "t", session_timeout_ms=10_000)
+            assigned: list[tuple[str, int]] = []
+            made.subscribe(["in"], assigned.extend, lambda _: None, lambda _: None)
+            made.init_transactions()
+            while not assigned:
+                made.poll(100, 0.2)
+            return made
+
+        clients = new_clients()
         offset = 0
 
         def transaction(label: str) -> None:
             """As the engine does: an aborted transaction is aborted and made again."""
-            nonlocal offset
+            nonlocal offset, clients
             offset += 1
-            began = time.monotonic()
+            began = renewed = time.monotonic()
             while True:
                 try:
                     clients.produce("out", b"key", b"value")
                     clients.commit({("in", 0): offset})  # 1 s calls, retried for up to 30 s
                     break
                 except TransactionAborted as exc:
-                    if time.monotonic() - began > REDO_WITHIN_S:
+                    if time.monotonic() - began > REDO_WITHIN_S + NEW_CLIENTS_AFTER_S:
                         raise
                     print(f"{label}: aborted ({exc}), made again", flush=True)
                     clients.abort()
-                    clients.poll(100, 1.0)  # a rejoin of the group is served here
+                    if time.monotonic() - renewed > NEW_CLIENTS_AFTER_S:
+                        print(f"{label}: aborted for {NEW_CLIENTS_AFTER_S:g} s: new clients",
+                              flush=True)  # fmt: skip
+                        clients.close()
+                        clients = new_clients()
+                        renewed = time.monotonic()
+                    else:
+                        clients.poll(100, 1.0)  # a rejoin of the group is served here
             clients.poll(100, 0)
             print(f"{label}: committed in {time.monotonic() - began:.1f} s", flush=True)
 
