@@ -75,7 +75,15 @@ def test_every_stream_is_shown_from_streams_and_bypassed_alone(
     try:
         b.wait_ready()
         owned_by_b = set(b.wait_ready()["partitions"])
-        healthy = [f"ok{i}-{unique}" for i in range(8)]
+        # At least 8, and one in every partition, so that some live on the second coordinator
+        # whatever it was assigned (8 names, random with `unique`, missed every partition it
+        # owned once in CI).
+        healthy: list[str] = []
+        while (
+            len(healthy) < 8
+            or len({partition_of(s.encode(), PARTITIONS) for s in healthy}) < PARTITIONS
+        ):
+            healthy.append(f"ok{len(healthy)}-{unique}")
         on_b = [s for s in healthy if partition_of(s.encode(), PARTITIONS) in owned_by_b]
         failing, paused, deleted, again = (
             f"{name}-{unique}" for name in ("bad", "paused", "gone", "again")
