@@ -29,7 +29,7 @@ from streams.core import (
     state_from_stored,
     state_to_row,
 )
-from streams.core.codec import committed_from_list, committed_to_list
+from streams.core.codec import committed_from_list, committed_to_list, config_to_stored
 from streams.core.outage import hold_started_ms
 
 
@@ -54,9 +54,12 @@ class Record:
     # summary, so that a new owner publishes the view the old one deferred.
     published_ms: int | None = field(default=None, compare=False, repr=False)
     view_owed: bool = field(default=False, compare=False, repr=False)
-    # The config's JSON, keyed by the config object it encodes: a config changes only on an
-    # upsert, so most encodes reuse it.
+    # The config's JSON, whole (for views) and stored (`config_to_stored`), each keyed by the
+    # config object it encodes: a config changes only on an upsert, so most encodes reuse them.
     _config_json: tuple[StreamConfig, orjson.Fragment] | None = field(
+        default=None, compare=False, repr=False
+    )
+    _stored_config: tuple[StreamConfig, orjson.Fragment] | None = field(
         default=None, compare=False, repr=False
     )
 
@@ -112,7 +115,7 @@ class Record:
         )
 
     def config_json(self) -> orjson.Fragment:
-        """The config's JSON, encoded again only when the config changed."""
+        """The config's whole JSON (`config_to_dict`), encoded again only when it changed."""
         config = self.state.config
         cached = self._config_json
         if cached is None or cached[0] is not config:
@@ -120,10 +123,19 @@ class Record:
             cached = self._config_json = (config, orjson.Fragment(encoded))
         return cached[1]
 
+    def stored_config_json(self) -> orjson.Fragment:
+        """The config's stored JSON (`config_to_stored`), encoded again only when it changed."""
+        config = self.state.config
+        cached = self._stored_config
+        if cached is None or cached[0] is not config:
+            encoded = _exact(orjson.dumps(config_to_stored(config)))
+            cached = self._stored_config = (config, orjson.Fragment(encoded))
+        return cached[1]
+
     def encode(self, exact: bool = True) -> bytes:
         """The stored bytes. `exact=False` skips trimming orjson's buffer (`_exact`), for bytes
         that only live until the transaction's commit writes them."""
-        doc: dict[str, Any] = {"s": state_to_row(self.state, self.config_json())}
+        doc: dict[str, Any] = {"s": state_to_row(self.state, self.stored_config_json())}
         if self.outbox:
             doc["o"] = [
                 self.outbox_previous_ms,

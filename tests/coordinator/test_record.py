@@ -166,13 +166,17 @@ def test_confirm_commits_of_a_partial_ack_keeps_the_window_past_it() -> None:
 def test_the_config_json_is_reused_until_the_config_changes() -> None:
     record = Record.new(busy_state())
     first = record.encode()
-    cached = record._config_json
+    cached = record._stored_config
     assert cached is not None and cached[0] is record.state.config
-    assert record.encode() == first and record._config_json is cached
+    assert record.encode() == first and record._stored_config is cached
+    whole = record.config_json()
+    assert record.config_json() is whole and record._config_json is not None
 
     record.state.config = StreamConfig("cluster-a", T0, max_in_flight=2)
     changed = Record.decode(record.encode())
-    assert changed.state.config.max_in_flight == 2 and record._config_json is not cached
+    assert changed.state.config.max_in_flight == 2 and record._stored_config is not cached
+    assert record.config_json() is not whole
+    assert orjson.loads(orjson.dumps(record.config_json()))["max_in_flight"] == 2
 
 
 def test_confirm_bypasses_forgets_the_delivered_records_by_start() -> None:
@@ -229,7 +233,8 @@ def doc_x(raw: bytes) -> list[object]:
 
 def test_the_bytes_a_record_keeps_are_no_larger_than_what_they_hold() -> None:
     """orjson.dumps returns bytes that keep its whole output buffer (4 KiB for a small
-    document): a record's encoding and its cached config JSON are copies of their length."""
+    document): a record's encoding and its cached config JSONs (stored and whole) are copies of
+    their length."""
     records = [Record.new(busy_state()) for _ in range(100)]
     tracemalloc.start()
     try:
@@ -238,5 +243,6 @@ def test_the_bytes_a_record_keeps_are_no_larger_than_what_they_hold() -> None:
         after, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    size = len(kept[0][0]) + len(orjson.dumps(kept[0][1]))
-    assert (after - before) / len(records) < size + 400  # objects' headers, not 4 KiB buffers
+    stored = records[0].stored_config_json()
+    size = len(kept[0][0]) + len(orjson.dumps(kept[0][1])) + len(orjson.dumps(stored))
+    assert (after - before) / len(records) < size + 500  # objects' headers, not 4 KiB buffers

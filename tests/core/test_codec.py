@@ -6,6 +6,7 @@ import pytest
 from streams.core import (
     Exponential,
     Pause,
+    StreamConfig,
     StreamState,
     advance,
     apply_control,
@@ -16,6 +17,8 @@ from streams.core import (
     state_to_dict,
     state_to_row,
 )
+from streams.core.codec import STORED_CONFIG_DEFAULTS, config_from_stored, config_to_stored
+from streams.core.config import config_to_dict
 from streams.errors import InvalidInput
 
 from .helpers import ack, at, nack, only, started
@@ -161,3 +164,51 @@ def test_a_row_of_the_wrong_length_is_refused() -> None:
     with pytest.raises(InvalidInput) as caught:
         state_from_row({"v": 2})
     assert caught.value.field == "v"
+
+
+def test_a_stored_config_holds_only_what_differs_from_the_defaults() -> None:
+    config = StreamConfig("cluster-a", at(10, 0), window_ms=1_000, step_ms=1_000)
+    assert config_to_stored(config) == {
+        "stream_id": "cluster-a", "start_ms": at(10, 0), "window_ms": 1_000, "step_ms": 1_000,
+    }  # fmt: skip
+    assert config_from_stored(config_to_stored(config)) == config
+    state, _ = started(at(10, 0))
+    assert state_to_row(state)[1] == config_to_stored(state.config)
+
+
+def test_a_config_set_away_from_every_default_is_stored_whole() -> None:
+    config = _busy_state().config
+    stored = config_to_stored(config)
+    assert set(stored) >= {"retry", "params", "non_retryable", "max_in_flight"}
+    assert config_from_stored(json.loads(json.dumps(stored))) == config
+
+
+def test_a_row_stored_with_the_whole_config_still_decodes() -> None:
+    """Rows written before the stored config left its defaults out hold every field."""
+    state = _busy_state()
+    row = state_to_row(state)
+    row[1] = config_to_dict(state.config)
+    assert state_from_row(json.loads(json.dumps(row))) == state
+    minimal, _ = started(at(10, 0))
+    row = state_to_row(minimal)
+    row[1] = config_to_dict(minimal.config)
+    assert state_from_row(row) == minimal
+
+
+def test_the_stored_defaults_are_the_configs_defaults() -> None:
+    defaults = config_to_dict(StreamConfig("s", 0))
+    del defaults["stream_id"], defaults["start_ms"]
+    assert defaults == STORED_CONFIG_DEFAULTS, (
+        "a StreamConfig default moved: leave STORED_CONFIG_DEFAULTS as it is, so that stored "
+        "configs keep their meaning (config_to_stored stores a field whenever it differs from "
+        "that table, so the new default is stored), and make this test expect the difference"
+    )
+
+
+def test_a_stored_config_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        config_from_stored(["cluster-a", 0])
+    assert caught.value.field == "config"
+    with pytest.raises(InvalidInput) as caught:
+        config_from_stored({"start_ms": 0})
+    assert caught.value.field == "stream_id"
