@@ -307,23 +307,8 @@ class ConfluentEngine:
     def _restore(self, partitions: list[int]) -> int:
         """Bring the partitions' stores up to the end of their changelog, read all at once;
         return the records applied."""
-        starts = {}
         with ChangelogReader(self.settings.kafka, self.topics.eos_changelog) as reader:
-            for partition in partitions:
-                store = self.state.open(partition)
-                start = reader.resume_at(partition, store.offset)
-                if start is None:
-                    log.warning("partition %d: local state does not match %s; restoring it all",
-                                partition, reader.topic)  # fmt: skip
-                    self.state.replace(partition, store.wipe())
-                    start = 0
-                starts[partition] = start
-            count = 0
-            for partition, entries in reader.read(starts):
-                changes = ((key, value) for _, key, value in entries)
-                self.state.stores[partition].write(changes, entries[-1][0])
-                count += len(entries)
-        return count
+            return self.state.restore(reader, partitions)
 
     def _on_revoked(self, tps: list[tuple[str, int]]) -> None:
         partitions = {p for _, p in tps}

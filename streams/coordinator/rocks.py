@@ -18,6 +18,7 @@ import logging
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from rocksdict import (
     BlockBasedOptions,
@@ -106,6 +107,18 @@ class PartitionStore:
         return PartitionStore(self.path)
 
 
+class Changelog(Protocol):
+    """The changelog as a restore reads it (streams.kafka.changelog.ChangelogReader)."""
+
+    topic: str
+
+    def resume_at(self, partition: int, stored_offset: int) -> int | None: ...
+
+    def read(
+        self, starts: dict[int, int]
+    ) -> Iterator[tuple[int, list[tuple[int, bytes, bytes | None]]]]: ...
+
+
 class TransactionalState:
     """Committed stores of the owned partitions, plus the open transaction's writes."""
 
@@ -121,8 +134,26 @@ class TransactionalState:
             store = self.stores[partition] = PartitionStore(self.folder / f"partition-{partition}")
         return store
 
-    def replace(self, partition: int, store: PartitionStore) -> None:
-        self.stores[partition] = store
+    def restore(self, changelog: Changelog, partitions: list[int]) -> int:
+        """Open the partitions' stores and bring each up to the end of its changelog, from the
+        offset it holds (all of it when that offset is not in the topic's history); return the
+        records applied."""
+        starts = {}
+        for partition in partitions:
+            store = self.open(partition)
+            start = changelog.resume_at(partition, store.offset)
+            if start is None:
+                log.warning("partition %d: local state does not match %s; restoring it all",
+                            partition, changelog.topic)  # fmt: skip
+                self.stores[partition] = store.wipe()
+                start = 0
+            starts[partition] = start
+        count = 0
+        for partition, entries in changelog.read(starts):
+            changes = ((key, value) for _, key, value in entries)
+            self.stores[partition].write(changes, entries[-1][0])
+            count += len(entries)
+        return count
 
     def close(self, partition: int) -> None:
         self._dirty.pop(partition, None)

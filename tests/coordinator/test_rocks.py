@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from streams.coordinator.rocks import (
@@ -71,14 +72,52 @@ def test_tables_are_apart_and_items_merge_the_open_transaction(tmp_path: Path) -
     assert list(replays.items()) == [("a1", b"r")]
 
 
-def test_a_wipe_empties_the_store_for_a_full_restore(tmp_path: Path) -> None:
+Entry = tuple[int, bytes, bytes | None]
+
+
+class _Changelog:
+    """A changelog in memory: each partition's records (offset, key, value) from offset 0."""
+
+    topic = "changelog"
+
+    def __init__(self, records: dict[int, list[Entry]]) -> None:
+        self.records = records
+        self.starts: dict[int, int] = {}
+
+    def resume_at(self, partition: int, stored_offset: int) -> int | None:
+        start = stored_offset + 1
+        return None if start > len(self.records.get(partition, [])) else start
+
+    def read(self, starts: dict[int, int]) -> Iterator[tuple[int, list[Entry]]]:
+        self.starts = dict(starts)
+        for partition, start in starts.items():
+            entries = [e for e in self.records.get(partition, []) if e[0] >= start]
+            if entries:
+                yield partition, entries
+
+
+def test_a_restore_replays_the_changelog_from_the_offset_the_store_holds(tmp_path: Path) -> None:
     state = _state(tmp_path)
-    state.view(STREAMS).set("a1", b"1")
+    state.view(STREAMS).set("a1", b"old")
+    state.committed({0: 1})  # the store holds the changelog up to offset 1
+    changelog = _Changelog({0: [(0, b"sa1", b"0"), (1, b"sa1", b"old"), (2, b"sa1", b"new"),
+                                (3, b"sa2", b"2"), (4, b"sa2", None)]})  # fmt: skip
+    assert state.restore(changelog, [0]) == 3
+    assert changelog.starts == {0: 2}
+    assert state.view(STREAMS).get("a1") == b"new" and state.view(STREAMS).get("a2") is None
+    assert state.stores[0].offset == 4
+
+
+def test_a_store_of_another_history_is_wiped_and_restored_whole(tmp_path: Path) -> None:
+    """A store ahead of the changelog's end (the topic was re-created) is not trusted."""
+    state = _state(tmp_path)
+    state.view(STREAMS).set("a1", b"stale")
     state.committed({0: 9})
-    fresh = state.stores[0].wipe()
-    state.replace(0, fresh)
-    assert fresh.offset == -1
-    assert state.view(STREAMS).get("a1") is None
+    changelog = _Changelog({0: [(0, b"sa2", b"2")]})
+    assert state.restore(changelog, [0]) == 1
+    assert changelog.starts == {0: 0}
+    assert state.view(STREAMS).get("a1") is None and state.view(STREAMS).get("a2") == b"2"
+    assert state.stores[0].offset == 0
 
 
 def test_the_memtables_of_every_store_stay_within_one_budget(tmp_path: Path) -> None:
