@@ -276,14 +276,11 @@ class TransactionalClients:
 
     def flush(self, timeout_s: float = CALL_TIMEOUT_S) -> None:
         """Wait for every produced message (the engine leaves this to `commit`); any
-        undelivered one means the transaction aborts."""
-        deadline = time.monotonic() + timeout_s
-        while True:  # in slices, as _retrying does, so that a SIGTERM is served meanwhile
-            left = self._producer.flush(max(0.01, min(CALL_SLICE_S, deadline - time.monotonic())))
-            if not left:
-                return
-            if time.monotonic() >= deadline:
-                raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")
+        undelivered one means the transaction aborts. One call: stop signals are served on a
+        thread of their own (streams.coordinator.signals), not between slices of it."""
+        left = self._producer.flush(timeout_s)
+        if left:
+            raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")
 
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
         """Send the input offsets with the group metadata, then commit the transaction.
