@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from streams.coordinator.pacing import AbortStreak
 from streams.devbroker import ephemeral_broker
 from streams.errors import TidemarkError
 from streams.kafka import settings as kafka_settings
@@ -25,8 +26,8 @@ from streams.kafka.transactions import TransactionAborted, TransactionalClients
 
 TRANSACTIONS_PER_ROUND = 3
 REDO_WITHIN_S = 30.0  # an aborted transaction is made again until this long has passed
-# After this long of aborts the clients are made anew, as the engine's exit and restart do
-# (streams.coordinator.pacing.AbortStreak): the consumer can stay out of its group for good.
+# After this long of aborts the clients are made anew, as the engine's exit and restart do (by
+# the engine's own rule, AbortStreak, shortened): the consumer can stay out of its group for good.
 NEW_CLIENTS_AFTER_S = 15.0
 
 
@@ -52,13 +53,14 @@ def main(argv: list[str] | None = None) -> int:
             return made
 
         clients = new_clients()
+        streak = AbortStreak(NEW_CLIENTS_AFTER_S)
         offset = 0
 
         def transaction(label: str) -> None:
             """As the engine does: an aborted transaction is aborted and made again."""
-            nonlocal offset, clients
+            nonlocal offset, clients, streak
             offset += 1
-            began = renewed = time.monotonic()
+            began = time.monotonic()
             while True:
                 try:
                     clients.produce("out", b"key", b"value")
@@ -69,14 +71,15 @@ def main(argv: list[str] | None = None) -> int:
                         raise
                     print(f"{label}: aborted ({exc}), made again", flush=True)
                     clients.abort()
-                    if time.monotonic() - renewed > NEW_CLIENTS_AFTER_S:
+                    if streak.aborted(time.monotonic()):
                         print(f"{label}: aborted for {NEW_CLIENTS_AFTER_S:g} s: new clients",
                               flush=True)  # fmt: skip
                         clients.close()
-                        clients = new_clients()
-                        renewed = time.monotonic()
+                        clients = new_clients()  # as a restarted engine: a streak of its own
+                        streak = AbortStreak(NEW_CLIENTS_AFTER_S)
                     else:
                         clients.poll(100, 1.0)  # a rejoin of the group is served here
+            streak.committed()
             clients.poll(100, 0)
             print(f"{label}: committed in {time.monotonic() - began:.1f} s", flush=True)
 
