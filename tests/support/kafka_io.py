@@ -53,11 +53,16 @@ class Feed:
 
 
 class Tail:
-    """Reads topics from the beginning; `messages[topic]` holds (received_ms, key, value)."""
+    """Reads topics from the beginning; `messages[topic]` holds (received_ms, key, value).
+
+    Each record once: after a broker restart its group resumes from its last auto-committed
+    offsets, and the records read since would otherwise show as the coordinator's repeats.
+    """
 
     def __init__(self, kafka: KafkaSettings, prefix: str, topics: Iterable[str], group: str):
         self.prefix = prefix
         self.messages: dict[str, list[tuple[int, str, Any]]] = defaultdict(list)
+        self._read: set[tuple[str | None, int | None, int | None]] = set()  # (topic, p, offset)
         self._consumer = Consumer(
             kafka.consumer(**{"group.id": group, "auto.offset.reset": "earliest"})
         )
@@ -67,6 +72,10 @@ class Tail:
         for msg in self._consumer.consume(500, timeout_s):
             if msg.error() is not None:
                 continue
+            at = (msg.topic(), msg.partition(), msg.offset())
+            if at in self._read:
+                continue
+            self._read.add(at)
             topic = msg.topic().removeprefix(f"{self.prefix}.")
             key = (msg.key() or b"").decode()
             raw = msg.value()  # None: a tombstone
