@@ -35,10 +35,12 @@ TRANSACTION_TIMEOUT_MS = 10_000
 # How long one client call may block before the engine treats the broker as gone.
 CALL_TIMEOUT_S = 30.0
 # A blocking transactional call is made in slices of at most this long (a timed-out call is
-# retriable, and librdkafka resumes it): Python runs signal handlers only between calls, so a
-# SIGTERM during a 30 s commit with the broker gone would otherwise wait for the whole call
-# before the stop deadline even started.
+# retriable, and librdkafka resumes it), so that its wait is bounded by a deadline of ours, or
+# reported while it lasts.
 CALL_SLICE_S = 1.0
+# An abort waits for the broker however long it is gone (a restart could not start without it
+# either), saying so this often.
+WAITING_LOG_EVERY_S = 30.0
 
 
 class TransactionAborted(TidemarkError):
@@ -70,24 +72,35 @@ def _classify(exc: KafkaException, what: str) -> TidemarkError:
     return TransactionFatal(f"{what}: {err.str()}")
 
 
-def _retrying(call: Callable[[float], Any], what: str, deadline_s: float) -> Any:
+def _retrying(call: Callable[[float], Any], what: str, deadline_s: float | None) -> Any:
     """Call with a timeout of at most CALL_SLICE_S until it succeeds, retrying what librdkafka
-    marks retriable (a slice that timed out among them), up to the deadline."""
+    marks retriable (a slice that timed out among them), up to the deadline; with none, until
+    it succeeds or fails for good, logging every WAITING_LOG_EVERY_S while it is retried."""
+    began = said = time.monotonic()
     while True:
-        timeout_s = max(0.01, min(CALL_SLICE_S, deadline_s - time.monotonic()))
+        now = time.monotonic()
+        left_s = CALL_SLICE_S if deadline_s is None else deadline_s - now
         try:
-            return call(timeout_s)
+            return call(max(0.01, min(CALL_SLICE_S, left_s)))
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             # A slice that timed out is retried whatever its flags say (the transactional calls
             # flag it retriable; a consumer's committed() does not, and is safe to ask again).
             timed_out = err.code() == KafkaError._TIMED_OUT
-            if (err.retriable() or timed_out) and time.monotonic() < deadline_s:
-                if not timed_out:
-                    log.warning("%s: %s; retrying", what, err.str())
-                    time.sleep(0.05)
-                continue
-            raise _classify(exc, what) from exc
+            if not (err.retriable() or timed_out):
+                raise _classify(exc, what) from exc
+            now = time.monotonic()
+            if deadline_s is None:
+                if now - said >= WAITING_LOG_EVERY_S:
+                    said = now
+                    log.warning("%s: no success for %.0f s (%s); waiting for the broker",
+                                what, now - began, err.str())  # fmt: skip
+            elif now >= deadline_s:
+                raise _classify(exc, what) from exc
+            elif not timed_out:
+                log.warning("%s: %s; retrying", what, err.str())
+            if not timed_out:
+                time.sleep(0.05)
 
 
 class TransactionalClients:
@@ -311,13 +324,14 @@ class TransactionalClients:
         self._in_transaction = False
 
     def abort(self) -> None:
-        """Abort the open transaction, if any; a failure to abort is fatal."""
+        """Abort the open transaction, if any. While the broker is unreachable this waits for
+        it (a transaction that cannot commit usually means it is gone); a failure to abort that
+        retrying cannot mend is fatal."""
         if not self._in_transaction:
             return
         self._in_transaction = False
-        deadline = time.monotonic() + CALL_TIMEOUT_S
         try:
-            _retrying(self._producer.abort_transaction, "abort_transaction", deadline)
+            _retrying(self._producer.abort_transaction, "abort_transaction", None)
         except TransactionAborted as exc:
             raise TransactionFatal(str(exc)) from exc
 
