@@ -12,7 +12,7 @@ indexes them without decoding and checking a million states.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -116,21 +116,15 @@ class Record:
 
     def config_json(self) -> orjson.Fragment:
         """The config's whole JSON (`config_to_dict`), encoded again only when it changed."""
-        config = self.state.config
-        cached = self._config_json
-        if cached is None or cached[0] is not config:
-            encoded = _exact(orjson.dumps(config_to_dict(config)))
-            cached = self._config_json = (config, orjson.Fragment(encoded))
+        cached = self._config_json = _cached(self._config_json, self.state.config, config_to_dict)
         return cached[1]
 
     def stored_config_json(self) -> orjson.Fragment:
         """The config's stored JSON (`config_to_stored`), encoded again only when it changed."""
-        config = self.state.config
-        cached = self._stored_config
-        if cached is None or cached[0] is not config:
-            encoded = _exact(orjson.dumps(config_to_stored(config)))
-            cached = self._stored_config = (config, orjson.Fragment(encoded))
-        return cached[1]
+        stored = self._stored_config = _cached(
+            self._stored_config, self.state.config, config_to_stored
+        )
+        return stored[1]
 
     def encode(self, exact: bool = True) -> bytes:
         """The stored bytes. `exact=False` skips trimming orjson's buffer (`_exact`), for bytes
@@ -169,6 +163,17 @@ class Record:
         )
         record.view_owed = _view_owed(doc.get("x"))
         return record
+
+
+def _cached(
+    cached: tuple[StreamConfig, orjson.Fragment] | None,
+    config: StreamConfig,
+    to_doc: Callable[[StreamConfig], dict[str, Any]],
+) -> tuple[StreamConfig, orjson.Fragment]:
+    """`cached` while it encodes `config` (the same object), else `config` encoded anew."""
+    if cached is not None and cached[0] is config:
+        return cached
+    return config, orjson.Fragment(_exact(orjson.dumps(to_doc(config))))
 
 
 def _exact(encoded: bytes) -> bytes:
