@@ -72,10 +72,16 @@ def _classify(exc: KafkaException, what: str) -> TidemarkError:
     return TransactionFatal(f"{what}: {err.str()}")
 
 
-def _retrying(call: Callable[[float], Any], what: str, deadline_s: float | None) -> Any:
+def _retrying(
+    call: Callable[[float], Any],
+    what: str,
+    deadline_s: float | None,
+    late: type[TidemarkError] = TransactionFatal,
+) -> Any:
     """Call with a timeout of at most CALL_SLICE_S until it succeeds, retrying what librdkafka
-    marks retriable (a slice that timed out among them), up to the deadline; with none, until
-    it succeeds or fails for good, logging every WAITING_LOG_EVERY_S while it is retried."""
+    marks retriable (a slice that timed out among them), up to the deadline, then raising
+    `late`; with no deadline, until it succeeds or fails for good, logging every
+    WAITING_LOG_EVERY_S while it is retried."""
     began = said = time.monotonic()
     while True:
         now = time.monotonic()
@@ -96,7 +102,10 @@ def _retrying(call: Callable[[float], Any], what: str, deadline_s: float | None)
                     log.warning("%s: no success for %.0f s (%s); waiting for the broker",
                                 what, now - began, err.str())  # fmt: skip
             elif now >= deadline_s:
-                raise _classify(exc, what) from exc
+                classified = _classify(exc, what)
+                if isinstance(classified, TransactionFatal) and not err.fatal():
+                    raise late(f"{what}: {err.str()} (still failing after its deadline)") from exc
+                raise classified from exc
             elif not timed_out:
                 log.warning("%s: %s; retrying", what, err.str())
             if not timed_out:
@@ -305,22 +314,24 @@ class TransactionalClients:
         """
         if not self._in_transaction:
             self._begin()
-        deadline = time.monotonic() + CALL_TIMEOUT_S
         tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
         if tps:
             metadata = self._consumer.consumer_group_metadata()
+            # Not sent in time (the broker gone): the transaction cannot have committed, so it
+            # is aborted, and the abort waits for the broker.
             _retrying(
                 lambda t: self._producer.send_offsets_to_transaction(tps, metadata, t),
                 "send_offsets_to_transaction",
-                deadline,
+                time.monotonic() + CALL_TIMEOUT_S,
+                late=TransactionAborted,
             )
         if self._on_offsets_sent is not None:  # crash-point tests stop the process here
             self._on_offsets_sent()
-        _retrying(
-            self._producer.commit_transaction,
-            "commit_transaction",
-            deadline,
-        )
+        # Once EndTxn may have gone out, the outcome is the broker's: an abort here could undo
+        # the local state of a transaction the broker committed. So a commit that times out is
+        # resumed until the broker answers, however long it is gone; what librdkafka knows did
+        # not commit (an output undelivered) comes back abortable at once.
+        _retrying(self._producer.commit_transaction, "commit_transaction", None)
         self._in_transaction = False
 
     def abort(self) -> None:

@@ -285,9 +285,9 @@ def test_a_loop_stalled_past_the_transaction_timeout_recovers_without_loss(
         proc.kill()
 
 
-# Past the time at which the coordinator used to exit mid-outage (60 to 70 s in): its commit
-# gives up on the broker after 30 s (CALL_TIMEOUT_S), and so did the abort that followed. The
-# abort now says it is waiting for the broker once it has waited 30 s.
+# Past the time at which the coordinator used to exit mid-outage (30 to 70 s in): its commit
+# gave up on the broker after 30 s (CALL_TIMEOUT_S), as a fatal error when the offsets were not
+# sent, and the abort that followed did too.
 OUTAGE_S = 80
 
 
@@ -295,7 +295,7 @@ def test_a_broker_outage_past_a_minute_is_waited_out_then_carried_on_exactly_onc
     unique: str, tmp_path: Path
 ) -> None:
     """The broker stopped for 80 s: the coordinator aborts its transaction and waits for the
-    broker, saying so, instead of exiting. Once the broker is back it carries on, or, when the
+    broker instead of exiting. Once the broker is back it carries on, or, when the
     broker timed its open transaction out meanwhile, exits with status 1 and the reason, and a
     restart (the test plays the supervisor) carries on; exactly once either way."""
     broker = ephemeral_broker(tmp_path / "kafka")  # a broker of its own, to stop
@@ -315,7 +315,9 @@ def test_a_broker_outage_past_a_minute_is_waited_out_then_carried_on_exactly_onc
                 while time.monotonic() - gone < OUTAGE_S:
                     assert proc.exited() is None, proc.tail()
                     time.sleep(1)
-                assert "waiting for the broker" in proc.log.read_text(errors="replace")
+                # Where the outage caught the loop decides what it logs meanwhile: an abort
+                # waiting (tests/kafka/test_transactions.py), or a librdkafka call that held on
+                # past its timeout for the whole outage (seen once, in send_offsets).
                 broker.start()
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline and proc.exited() is None:

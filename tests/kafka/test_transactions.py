@@ -90,9 +90,28 @@ def test_an_error_that_retrying_cannot_mend_ends_the_wait_at_once(clock: _Clock)
         _retrying(_failing(clock, [abortable]), "send_offsets_to_transaction", None)
 
 
+def test_offsets_not_sent_by_their_deadline_abort_the_transaction(clock: _Clock) -> None:
+    """send_offsets_to_transaction comes before EndTxn: a transaction whose offsets could not be
+    sent cannot have committed, so it is aborted (and the abort waits for the broker)."""
+    began = clock.now_s
+    with pytest.raises(TransactionAborted, match="still failing after its deadline"):
+        _retrying(_failing(clock, [_timed_out()] * 100), "send_offsets_to_transaction",
+                  began + 30, late=TransactionAborted)  # fmt: skip
+    assert clock.now_s - began == pytest.approx(30, abs=transactions.CALL_SLICE_S)
+    fatal = KafkaError(KafkaError._FATAL, "fatal", fatal=True)
+    with pytest.raises(TransactionFatal):
+        _retrying(_failing(clock, [fatal]), "send_offsets_to_transaction", clock.now_s + 30,
+                  late=TransactionAborted)  # fmt: skip
+
+
 class _Producer:
     def __init__(self, call: Callable[[float], str]) -> None:
         self.abort_transaction = call
+        self.commit_transaction = call
+        self.begun = 0
+
+    def begin_transaction(self) -> None:
+        self.begun += 1
 
 
 def test_an_abort_waits_for_the_broker_and_a_fatal_one_ends_the_process(clock: _Clock) -> None:
@@ -110,6 +129,23 @@ def test_an_abort_waits_for_the_broker_and_a_fatal_one_ends_the_process(clock: _
         clients._in_transaction = True
         with pytest.raises(TransactionFatal, match="cannot abort"):
             clients.abort()
+    finally:
+        clients._producer = real
+        clients.close()
+
+
+def test_a_commit_that_times_out_is_resumed_until_the_broker_answers(clock: _Clock) -> None:
+    """Once EndTxn may have gone out, only the broker knows the outcome: no abort, no exit."""
+    clients = TransactionalClients(
+        KafkaSettings("127.0.0.1:1"), group_id="g", transactional_id="t", session_timeout_ms=6000
+    )
+    real = clients._producer
+    try:
+        clients._producer = _Producer(_failing(clock, [_timed_out()] * 180))  # type: ignore[assignment]
+        began = clock.now_s
+        clients.commit({})  # three minutes of timeouts, then committed
+        assert clock.now_s - began == pytest.approx(180)
+        assert not clients.in_transaction
     finally:
         clients._producer = real
         clients.close()
