@@ -38,8 +38,12 @@ CALL_TIMEOUT_S = 30.0
 # retriable, and librdkafka resumes it), so that its wait is bounded by a deadline of ours, or
 # reported while it lasts.
 CALL_SLICE_S = 1.0
-# An abort waits for the broker however long it is gone (a restart could not start without it
-# either), saying so this often.
+# An abort, and a commit under way, wait this long for a broker that is gone (a restart could
+# not start without it either), saying so every WAITING_LOG_EVERY_S; past it they are fatal,
+# for new clients: librdkafka has been seen to stay stuck after a broker restart (AddOffsetsToTxn
+# timing out for over 45 s with the broker back, tests/kafka/test_broker_restart.py), and only
+# a restart gets out of that.
+WAIT_FOR_BROKER_S = 300.0
 WAITING_LOG_EVERY_S = 30.0
 
 
@@ -75,19 +79,17 @@ def _classify(exc: KafkaException, what: str) -> TidemarkError:
 def _retrying(
     call: Callable[[float], Any],
     what: str,
-    deadline_s: float | None,
+    deadline_s: float,
     late: type[TidemarkError] = TransactionFatal,
 ) -> Any:
     """Call with a timeout of at most CALL_SLICE_S until it succeeds, retrying what librdkafka
-    marks retriable (a slice that timed out among them), up to the deadline, then raising
-    `late`; with no deadline, until it succeeds or fails for good, logging every
-    WAITING_LOG_EVERY_S while it is retried."""
+    marks retriable (a slice that timed out among them) up to the deadline, then raising
+    `late`. A wait longer than WAITING_LOG_EVERY_S is logged that often."""
     began = said = time.monotonic()
+    warned = False
     while True:
-        now = time.monotonic()
-        left_s = CALL_SLICE_S if deadline_s is None else deadline_s - now
         try:
-            return call(max(0.01, min(CALL_SLICE_S, left_s)))
+            return call(max(0.01, min(CALL_SLICE_S, deadline_s - time.monotonic())))
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             # A slice that timed out is retried whatever its flags say (the transactional calls
@@ -96,17 +98,18 @@ def _retrying(
             if not (err.retriable() or timed_out):
                 raise _classify(exc, what) from exc
             now = time.monotonic()
-            if deadline_s is None:
-                if now - said >= WAITING_LOG_EVERY_S:
-                    said = now
-                    log.warning("%s: no success for %.0f s (%s); waiting for the broker",
-                                what, now - began, err.str())  # fmt: skip
-            elif now >= deadline_s:
+            if now >= deadline_s:
                 classified = _classify(exc, what)
                 if isinstance(classified, TransactionFatal) and not err.fatal():
-                    raise late(f"{what}: {err.str()} (still failing after its deadline)") from exc
+                    raise late(f"{what}: {err.str()} (still failing after {now - began:.0f} s)"
+                               ) from exc  # fmt: skip
                 raise classified from exc
-            elif not timed_out:
+            if now - said >= WAITING_LOG_EVERY_S:
+                said = now
+                log.warning("%s: no success for %.0f s (%s); waiting for the broker",
+                            what, now - began, err.str())  # fmt: skip
+            elif not timed_out and not warned:  # the first retriable error, once
+                warned = True
                 log.warning("%s: %s; retrying", what, err.str())
             if not timed_out:
                 time.sleep(0.05)
@@ -329,20 +332,29 @@ class TransactionalClients:
             self._on_offsets_sent()
         # Once EndTxn may have gone out, the outcome is the broker's: an abort here could undo
         # the local state of a transaction the broker committed. So a commit that times out is
-        # resumed until the broker answers, however long it is gone; what librdkafka knows did
-        # not commit (an output undelivered) comes back abortable at once.
-        _retrying(self._producer.commit_transaction, "commit_transaction", None)
+        # resumed while the broker is gone (up to WAIT_FOR_BROKER_S, then fatal: a restart
+        # restores from the changelog, whatever the outcome); what librdkafka knows did not
+        # commit (an output undelivered) comes back abortable at once.
+        _retrying(
+            self._producer.commit_transaction,
+            "commit_transaction",
+            time.monotonic() + WAIT_FOR_BROKER_S,
+        )
         self._in_transaction = False
 
     def abort(self) -> None:
         """Abort the open transaction, if any. While the broker is unreachable this waits for
-        it (a transaction that cannot commit usually means it is gone); a failure to abort that
-        retrying cannot mend is fatal."""
+        it, up to WAIT_FOR_BROKER_S (a transaction that cannot commit usually means it is
+        gone); a failure to abort that retrying cannot mend is fatal."""
         if not self._in_transaction:
             return
         self._in_transaction = False
         try:
-            _retrying(self._producer.abort_transaction, "abort_transaction", None)
+            _retrying(
+                self._producer.abort_transaction,
+                "abort_transaction",
+                time.monotonic() + WAIT_FOR_BROKER_S,
+            )
         except TransactionAborted as exc:
             raise TransactionFatal(str(exc)) from exc
 

@@ -19,7 +19,9 @@ from streams.devbroker import LocalBroker
 pytestmark = pytest.mark.broker
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_S = 150  # a broker start and two restarts take about 25 s
+# A broker start and two restarts take about 25 s; a transaction stuck after a restart takes up
+# to two rounds of 30 s offsets and 15 s of aborts, with new clients between them.
+RUN_S = 240
 
 
 def test_transactions_with_offsets_commit_after_each_broker_restart(tmp_path: Path) -> None:
