@@ -35,16 +35,10 @@ TRANSACTION_TIMEOUT_MS = 10_000
 # How long one client call may block before the engine treats the broker as gone.
 CALL_TIMEOUT_S = 30.0
 # A blocking transactional call is made in slices of at most this long (a timed-out call is
-# retriable, and librdkafka resumes it), so that its wait is bounded by a deadline of ours, or
-# reported while it lasts.
+# retriable, and librdkafka resumes it): Python runs signal handlers only between calls, so a
+# SIGTERM during a 30 s commit with the broker gone would otherwise wait for the whole call
+# before the stop deadline even started.
 CALL_SLICE_S = 1.0
-# An abort, and a commit under way, wait this long for a broker that is gone (a restart could
-# not start without it either), saying so every WAITING_LOG_EVERY_S; past it they are fatal,
-# for new clients: librdkafka has been seen to stay stuck after a broker restart (AddOffsetsToTxn
-# timing out for over 45 s with the broker back, tests/kafka/test_broker_restart.py), and only
-# a restart gets out of that.
-WAIT_FOR_BROKER_S = 300.0
-WAITING_LOG_EVERY_S = 30.0
 
 
 class TransactionAborted(TidemarkError):
@@ -76,43 +70,24 @@ def _classify(exc: KafkaException, what: str) -> TidemarkError:
     return TransactionFatal(f"{what}: {err.str()}")
 
 
-def _retrying(
-    call: Callable[[float], Any],
-    what: str,
-    deadline_s: float,
-    late: type[TidemarkError] = TransactionFatal,
-) -> Any:
+def _retrying(call: Callable[[float], Any], what: str, deadline_s: float) -> Any:
     """Call with a timeout of at most CALL_SLICE_S until it succeeds, retrying what librdkafka
-    marks retriable (a slice that timed out among them) up to the deadline, then raising
-    `late`. A wait longer than WAITING_LOG_EVERY_S is logged that often."""
-    began = said = time.monotonic()
-    warned = False
+    marks retriable (a slice that timed out among them), up to the deadline."""
     while True:
+        timeout_s = max(0.01, min(CALL_SLICE_S, deadline_s - time.monotonic()))
         try:
-            return call(max(0.01, min(CALL_SLICE_S, deadline_s - time.monotonic())))
+            return call(timeout_s)
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             # A slice that timed out is retried whatever its flags say (the transactional calls
             # flag it retriable; a consumer's committed() does not, and is safe to ask again).
             timed_out = err.code() == KafkaError._TIMED_OUT
-            if not (err.retriable() or timed_out):
-                raise _classify(exc, what) from exc
-            now = time.monotonic()
-            if now >= deadline_s:
-                classified = _classify(exc, what)
-                if isinstance(classified, TransactionFatal) and not err.fatal():
-                    raise late(f"{what}: {err.str()} (still failing after {now - began:.0f} s)"
-                               ) from exc  # fmt: skip
-                raise classified from exc
-            if now - said >= WAITING_LOG_EVERY_S:
-                said = now
-                log.warning("%s: no success for %.0f s (%s); waiting for the broker",
-                            what, now - began, err.str())  # fmt: skip
-            elif not timed_out and not warned:  # the first retriable error, once
-                warned = True
-                log.warning("%s: %s; retrying", what, err.str())
-            if not timed_out:
-                time.sleep(0.05)
+            if (err.retriable() or timed_out) and time.monotonic() < deadline_s:
+                if not timed_out:
+                    log.warning("%s: %s; retrying", what, err.str())
+                    time.sleep(0.05)
+                continue
+            raise _classify(exc, what) from exc
 
 
 class TransactionalClients:
@@ -317,44 +292,32 @@ class TransactionalClients:
         """
         if not self._in_transaction:
             self._begin()
+        deadline = time.monotonic() + CALL_TIMEOUT_S
         tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
         if tps:
             metadata = self._consumer.consumer_group_metadata()
-            # Not sent in time (the broker gone): the transaction cannot have committed, so it
-            # is aborted, and the abort waits for the broker.
             _retrying(
                 lambda t: self._producer.send_offsets_to_transaction(tps, metadata, t),
                 "send_offsets_to_transaction",
-                time.monotonic() + CALL_TIMEOUT_S,
-                late=TransactionAborted,
+                deadline,
             )
         if self._on_offsets_sent is not None:  # crash-point tests stop the process here
             self._on_offsets_sent()
-        # Once EndTxn may have gone out, the outcome is the broker's: an abort here could undo
-        # the local state of a transaction the broker committed. So a commit that times out is
-        # resumed while the broker is gone (up to WAIT_FOR_BROKER_S, then fatal: a restart
-        # restores from the changelog, whatever the outcome); what librdkafka knows did not
-        # commit (an output undelivered) comes back abortable at once.
         _retrying(
             self._producer.commit_transaction,
             "commit_transaction",
-            time.monotonic() + WAIT_FOR_BROKER_S,
+            deadline,
         )
         self._in_transaction = False
 
     def abort(self) -> None:
-        """Abort the open transaction, if any. While the broker is unreachable this waits for
-        it, up to WAIT_FOR_BROKER_S (a transaction that cannot commit usually means it is
-        gone); a failure to abort that retrying cannot mend is fatal."""
+        """Abort the open transaction, if any; a failure to abort is fatal."""
         if not self._in_transaction:
             return
         self._in_transaction = False
+        deadline = time.monotonic() + CALL_TIMEOUT_S
         try:
-            _retrying(
-                self._producer.abort_transaction,
-                "abort_transaction",
-                time.monotonic() + WAIT_FOR_BROKER_S,
-            )
+            _retrying(self._producer.abort_transaction, "abort_transaction", deadline)
         except TransactionAborted as exc:
             raise TransactionFatal(str(exc)) from exc
 

@@ -22,7 +22,6 @@ from streams.coordinator.processor import partition_of
 from streams.coordinator.record import Record
 from streams.coordinator.rocks import STREAMS, PartitionStore
 from streams.coordinator.topics import Topics
-from streams.devbroker import ephemeral_broker
 from streams.kafka.settings import KafkaSettings
 from tests.coordinator.fakes import Driver
 from tests.support.commits import check_exactly_once
@@ -283,58 +282,6 @@ def test_a_loop_stalled_past_the_transaction_timeout_recovers_without_loss(
     finally:
         run.close()
         proc.kill()
-
-
-# Past the time at which the coordinator used to exit mid-outage (30 to 70 s in): its commit
-# gave up on the broker after 30 s (CALL_TIMEOUT_S), as a fatal error when the offsets were not
-# sent, and the abort that followed did too.
-OUTAGE_S = 80
-
-
-def test_a_broker_outage_past_a_minute_is_waited_out_then_carried_on_exactly_once(
-    unique: str, tmp_path: Path
-) -> None:
-    """The broker stopped for 80 s: the coordinator aborts its transaction and waits for the
-    broker instead of exiting. Once the broker is back it carries on, or, when the
-    broker timed its open transaction out meanwhile, exits with status 1 and the reason, and a
-    restart (the test plays the supervisor) carries on; exactly once either way."""
-    broker = ephemeral_broker(tmp_path / "kafka")  # a broker of its own, to stop
-    broker.start()
-    try:
-        kafka = broker.settings
-        prefix = f"outage-{unique}"
-        proc = _coordinator(kafka, prefix, tmp_path, "c")
-        run = Run(kafka, prefix, 8, unique)
-        proc.start().wait_ready()
-        try:
-            with run.responder:
-                run.create()
-                run.tail.wait_for("progress", lambda: all(run.marks().values()))
-                broker.stop()
-                gone = time.monotonic()
-                while time.monotonic() - gone < OUTAGE_S:
-                    assert proc.exited() is None, proc.tail()
-                    time.sleep(1)
-                # Where the outage caught the loop decides what it logs meanwhile: an abort
-                # waiting (tests/kafka/test_transactions.py), or a librdkafka call that held on
-                # past its timeout for the whole outage (seen once, in send_offsets).
-                broker.start()
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline and proc.exited() is None:
-                    run.tail.poll()
-                    if all(m >= run.start + BACKLOG * WINDOW for m in run.marks().values()):
-                        break
-                if proc.exited() is not None:
-                    assert proc.exited() == 1, proc.tail()
-                    assert "exiting: a restart carries on" in proc.tail(), proc.tail()
-                    proc.start().wait_ready(timeout_s=60)
-                run.wait_caught_up(timeout_s=90)
-            run.check()
-        finally:
-            run.close()
-            proc.kill()
-    finally:
-        broker.stop()
 
 
 def test_switching_engines_over_live_state_is_refused_with_what_to_do(
