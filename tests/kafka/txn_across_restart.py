@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             while True:
                 try:
                     clients.produce("out", b"key", b"value")
-                    clients.commit({("in", 0): offset})  # offsets retried for up to 30 s
+                    clients.commit({("in", 0): offset})  # 1 s calls, retried for up to 30 s
                     break
                 except TransactionAborted as exc:
                     print(f"{label}: aborted ({exc}), made again", flush=True)
