@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -78,7 +78,8 @@ def consumer(kafka: KafkaSettings, topics: list[str], **extra: Any) -> Consumer:
         "group.id": f"bench-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "fetch.wait.max.ms": 5,
         "isolation.level": "read_committed", **extra}))  # fmt: skip
-    c.subscribe(topics)
+    if topics:
+        c.subscribe(topics)
     return c
 
 
@@ -134,10 +135,18 @@ class CommitReader:
     """Reads `commits` (read_committed) on a thread of its own and notes when each window of
     the streams whose id starts with `prefix` was committed. On the stand-in worker's loop, a
     commit waited for that loop's own poll of tasks (up to 5 ms, then up to 5 more for its
-    own), which counted as the coordinator's."""
+    own), which counted as the coordinator's.
+
+    It reads from where the topic ends when it is made. From the earliest offset, it first read
+    the throughput phase's half a million commits (5.6 s for 500,000 on an idle machine), and
+    was at times still behind when the latency phase began measuring 3 s later: in 4 of 12 runs
+    one of the first measured seconds (+4 to +6 s) had its commits stamped 170-300 ms after
+    their acks, against 50-90 ms for the others (docs/benchmarks.md, twelfth pass)."""
 
     def __init__(self, kafka: KafkaSettings, topic: str, prefix: str) -> None:
-        self._consumer = consumer(kafka, [topic])
+        self._consumer = consumer(kafka, [])
+        partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
         self._prefix = prefix.encode()
         self.received: list[tuple[str, int, int]] = []  # (stream_id, end_ms, received_ms)
         self._stop = threading.Event()
