@@ -137,11 +137,9 @@ class CommitReader:
     commit waited for that loop's own poll of tasks (up to 5 ms, then up to 5 more for its
     own), which counted as the coordinator's.
 
-    It reads from where the topic ends when it is made. From the earliest offset, it first read
-    the throughput phase's half a million commits (5.6 s for 500,000 on an idle machine), and
-    was at times still behind when the latency phase began measuring 3 s later: in 4 of 12 runs
-    one of the first measured seconds (+4 to +6 s) had its commits stamped 170-300 ms after
-    their acks, against 50-90 ms for the others (docs/benchmarks.md, twelfth pass)."""
+    It reads from where the topic ends when it is made: from the earliest offset it first read
+    the throughput phase's half a million commits (5.6 s for 500,000 on an idle machine), CPU
+    taken from the pipeline during the latency phase's first seconds."""
 
     def __init__(self, kafka: KafkaSettings, topic: str, prefix: str) -> None:
         self._consumer = consumer(kafka, [])

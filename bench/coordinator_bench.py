@@ -342,10 +342,13 @@ def run_coordinator_phases(
               f"the bench's own longest iteration {longest_s * 1000:.0f} ms",
               flush=True)  # fmt: skip
         # A second's thousand acks share one transaction, so the p99 is decided by the worst
-        # one or two seconds: show them, and whether a second's own median was slow too.
+        # one or two seconds: show them, and whether a second's own median was slow too, with
+        # their time of day to set beside `vmstat -t 1` (the kernel's writeback of the
+        # throughput phase's data has coincided with them: docs/benchmarks.md, twelfth pass).
         worst = sorted(by_second.items(), key=lambda item: -pct(item[1], 0.99))[:5]
         seconds_shown = ", ".join(
             f"+{(end_ms - live_start) / 1000:.0f} s "
+            f"({time.strftime('%H:%M:%S', time.gmtime(end_ms / 1000))} UTC) "
             f"{pct(values, 0.5):.0f}/{pct(values, 0.99):.0f} ms"
             for end_ms, values in worst
         )
