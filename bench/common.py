@@ -72,8 +72,9 @@ def _broker_home(tmp: Path) -> Path:
 
 
 def consumer(kafka: KafkaSettings, topics: list[str], **extra: Any) -> Consumer:
-    """A consumer of its own group from the earliest offset; read_committed always, since the
-    confluent engine's outputs become visible only when its transaction commits."""
+    """A consumer of its own group, subscribed to `topics` from the earliest offset (none: the
+    caller assigns); read_committed always, since the confluent engine's outputs become visible
+    only when its transaction commits."""
     c = Consumer(kafka.librdkafka(**{
         "group.id": f"bench-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "fetch.wait.max.ms": 5,
