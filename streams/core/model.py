@@ -231,7 +231,9 @@ class BypassRecord:
     """A window given up after `attempts` failures, kept so that it can be replayed later.
 
     `attempts` counts failures (nacks and timeouts, not shutdowns), unlike
-    `CommittedWindow.attempts`, which counts dispatches.
+    `CommittedWindow.attempts`, which counts dispatches. `dispatches` (not on the wire, 0 when
+    unknown): the live lane's last attempt of the window, after which the replay lane numbers
+    its own attempts, so that a replay's task id and results never equal a live attempt's.
     """
 
     stream_id: str
@@ -241,6 +243,7 @@ class BypassRecord:
     first_failed_ms: int
     bypassed_ms: int
     last_error: ErrorInfo | None
+    dispatches: int = 0
 
     @property
     def key(self) -> str:
