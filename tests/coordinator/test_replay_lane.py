@@ -208,3 +208,23 @@ def test_a_new_owner_does_not_time_out_a_replay_whose_ack_waits_on_results(
     again.tick(at(10, 10, 2))
     _checkpoint(again, at(10, 10, 2))
     assert len(_replayed(again)) == 1 and _listed(again) == []
+
+
+# -- a replay in flight ahead of the live lane (stored by a coordinator before issue 25) ----------
+
+
+@BOTH_ENGINES
+def test_a_replay_ack_ahead_of_the_live_lane_is_ignored_not_an_error(transactional: bool) -> None:
+    d = _driver(transactional)
+    _bypass_first(d)
+    _checkpoint(d, at(10, 1, 6))
+    ahead = [at(10, 5), at(10, 6), 1, at(10, 6), at(10, 6), ["x", ""], False, 2, at(10, 30)]
+    d.replay_store.data[SID] = json.dumps({"v": 1, "stream_id": SID, "listed": [ahead]}).encode()
+    again = d.restart()
+    again.assign(SID)
+    again.tick(at(10, 1, 7))
+    task = {"stream_id": SID, "start_ms": at(10, 5), "end_ms": at(10, 6), "attempt": 2}
+    again.result(ack(task), at(10, 1, 8))
+    _checkpoint(again, at(10, 1, 8))
+    assert again.processor.stats["early"] == 1 and again.processor.stats["stream_errors"] == 0
+    assert _replayed(again) == [] and len(_listed(again)) == 1

@@ -211,3 +211,14 @@ def test_a_replay_state_of_version_1_is_read_and_its_numbering_goes_on() -> None
     (task,) = request(state, LIVE, T0, T0 + MIN, 1, T0 + HOUR).tasks
     assert task.attempt == 6  # failures + 1, as version 1 numbered it
     assert replay_from_dict(replay_to_dict(state)) == state
+
+
+def test_a_replay_acked_before_the_live_lane_passed_its_window_is_ignored_early() -> None:
+    # Only a replay sent by a coordinator before issue 25 (which did not wait for the live
+    # lane) can be in flight there: its replayed commit could not follow its bypass yet.
+    error = ["no_data", "empty"]
+    late = T0 + 10 * HOUR  # after LIVE's downstream_ms
+    state = replay_from_dict({"v": 1, "stream_id": "s", "listed": [
+        [late, late + MIN, 5, late + 1, late + 2, error, False, 6, late + HOUR]]})  # fmt: skip
+    d = on_result(state, LIVE, Result("s", late, late + MIN, 6, "ack", late + MIN), 1, late)
+    assert d is not None and d.ignored == "early" and state.listed[0].attempt == 6
