@@ -36,7 +36,7 @@ from rocksdict import (
 )
 
 from streams.clock import now_ms as wall_clock_ms
-from streams.coordinator.store_history import StoreMark, distrust
+from streams.coordinator.store_history import CLEANUP_DELAY_MS, StoreMark, distrust
 
 log = logging.getLogger("streams.coordinator")
 
@@ -44,9 +44,6 @@ OFFSET_KEY = b"\x00changelog-offset"
 HISTORY_KEY = b"\x00changelog-history"  # the changelog's topic id
 SINCE_KEY = b"\x00changelog-since-ms"  # StoreMark.since_ms
 FOLDER_PREFIX = "partition-"
-# Kafka Streams' state.cleanup.delay.ms: a revoked partition's store is kept this long in case
-# the partition comes back (a rebalance that moves it away and back again).
-CLEANUP_DELAY_MS = 600_000
 STREAMS = b"s"  # key prefixes: one changelog and one store per partition hold both tables
 REPLAYS = b"r"
 
@@ -239,6 +236,8 @@ class TransactionalState:
 
     def tidy(self, now_ms: int) -> list[int]:
         """Delete the stores released `cleanup_delay_ms` ago or more; return their partitions."""
+        if not self._released:  # the usual case, at every step of the loop
+            return []
         due = [p for p, at in self._released.items() if now_ms - at >= self.cleanup_delay_ms]
         for partition in due:
             del self._released[partition]

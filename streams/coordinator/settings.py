@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streams.coordinator.store_history import CLEANUP_DELAY_MS
 from streams.coordinator.topics import Topics
 from streams.core import OutagePolicy
 from streams.errors import InvalidInput
@@ -86,7 +87,7 @@ class CoordinatorSettings:
     health_stale_ms: int = 30_000
     # The confluent engine deletes the store of a partition revoked from it this long after
     # (Kafka Streams' state.cleanup.delay.ms, same default): kept in case it comes back.
-    state_cleanup_delay_ms: int = 600_000
+    state_cleanup_delay_ms: int = CLEANUP_DELAY_MS
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -150,5 +151,7 @@ class CoordinatorSettings:
             outage=_env_policy(env),
             health_publish_ms=_env_int(env, "TIDEMARK_HEALTH_PUBLISH_MS", 1_000, 10),
             health_stale_ms=_env_int(env, "TIDEMARK_HEALTH_STALE_MS", 30_000, 20),
-            state_cleanup_delay_ms=_env_int(env, "TIDEMARK_STATE_CLEANUP_DELAY_MS", 600_000, 0),
+            state_cleanup_delay_ms=_env_int(
+                env, "TIDEMARK_STATE_CLEANUP_DELAY_MS", CLEANUP_DELAY_MS, 0
+            ),
         )

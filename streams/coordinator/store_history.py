@@ -21,6 +21,9 @@ only if the changelog still holds, after N, every change made since N. Two thing
   checking it (its `state.cleanup.delay.ms`, 10 min, is far below the 1-day default); a store of
   a coordinator that was down longer is restored whole here.
 
+The stores of partitions revoked from this process are deleted CLEANUP_DELAY_MS later
+(TransactionalState.tidy), so that a disk does not keep every partition it ever held.
+
 The cost: a store older than that (a partition away from this process, or not written, for
 half a day at the default) is restored whole, as after a lost disk.
 """
@@ -28,6 +31,10 @@ half a day at the default) is restored whole, as after a lost disk.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# Kafka Streams' state.cleanup.delay.ms and its default: a partition revoked from this process
+# keeps its store this long, in case it comes back (a rebalance that moves it away and back).
+CLEANUP_DELAY_MS = 600_000
 
 
 @dataclass(frozen=True)
