@@ -260,7 +260,15 @@ class Inputs:
                 announcer.bypass(record, bypass, out)
             if self.replays is not None:
                 self.replays.note_bypasses(stream_id, decision.bypasses)
-        flush_at = announcer.flush_if_due(record, now_ms, out) if state.unannounced else None
+        flush_at = None
+        if state.unannounced:
+            if state.deleted_ms is None:
+                flush_at = announcer.flush_if_due(record, now_ms, out)
+            else:
+                # The windows finished before a delete go out with it, whatever the flush
+                # interval (Faust) or the transaction boundary (confluent) would have said:
+                # nothing flushes a deleted stream later (issue 25, defect 10).
+                announcer.flush(record, now_ms, out)
         records = self.records
         if announcer.transactional:
             if out:

@@ -26,8 +26,10 @@
 | end_ms (bounded stream) | no window starts at or after it, the last one ends there; once        |
 |                         | downstream_ms reaches it the stream is finished (finished_ms = now)   |
 |                         | until an upsert moves end_ms on                                       |
-| delete                  | deleted_ms = now, nothing more is dispatched or announced; results    |
-|                         | and controls (an upsert re-creates it) are rejected with the reason   |
+| delete                  | deleted_ms = now, nothing more is dispatched; windows finished before |
+|                         | it stay unannounced for the adapter to flush with the delete (never   |
+|                         | dropped); results and controls (an upsert re-creates it) are rejected |
+|                         | with the reason                                                       |
 | finished or deleted     | collected by `advance` (Decision(None)) once gc_grace_ms has passed;  |
 |   for gc_grace_ms       | a finished stream's results are rejected with the reason until then   |
 | flush                   | one Commit for all unannounced intervals; announced_ms = downstream_ms|
@@ -134,9 +136,11 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
     if state.deleted_ms is not None:
         return Decision(state, rejected=ended_reason(state))
     if isinstance(control, Delete):
+        # `unannounced` is kept: those windows were finished downstream before the delete, and
+        # the adapter announces them with it (a flush), so that what `commits` holds does not
+        # depend on whether a flush or a transaction boundary fell between the ack and the delete.
         state.deleted_ms = now_ms
         state.windows = []
-        state.unannounced = []
         state.paused = False
         return Decision(state)
     state.paused = isinstance(control, Pause)
