@@ -69,6 +69,8 @@ from streams.core.retry import retry_delay_ms
 
 # The nack kind of a worker that stopped before finishing a task (streams.worker.api.SHUTDOWN).
 SHUTDOWN_KIND = "shutdown"
+# The error kind of an attempt whose deadline passed without a result.
+TIMEOUT_KIND = "timeout"
 
 UNKNOWN_STREAM = "unknown stream"
 NEVER_DISPATCHED = "window was never dispatched"
@@ -229,7 +231,7 @@ def advance(
         deadline_ms = window.deadline_ms
         if window.in_flight and deadline_ms is not None and deadline_ms <= now_ms:
             timeouts += 1
-            error = ErrorInfo("timeout", f"no result by deadline_ms {deadline_ms}")
+            error = ErrorInfo(TIMEOUT_KIND, f"no result by deadline_ms {deadline_ms}")
             bypass = _fail(state, window, index, error, now_ms, max_hold_ms)
             if bypass is None:
                 requeues += 1
