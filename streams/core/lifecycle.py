@@ -7,7 +7,8 @@
 |                         | attempt += 1, deadline_ms = now + task_timeout_ms                     |
 | ack of any dispatched   | (start, ack_ms] is finished. A partial ack of the last window moves   |
 |   attempt               | the frontier to ack_ms; of an earlier one leaves (ack_ms, end] to do  |
-| nack "shutdown"         | requeued at once; the retry budget is untouched                       |
+| nack "shutdown"         | requeued at once; the retry budget is untouched, for a window's first |
+|                         | SHUTDOWN_REQUEUES_MAX; later ones are failures (as the next row)      |
 | nack or passed deadline | a failure: bypass if the kind is non-retryable, max_attempts failed   |
 |   of the current attempt| or now - first_failed_ms >= bypass_after_ms (unless held: core.hold); |
 |                         | else retry when due                                                   |
@@ -71,6 +72,11 @@ from streams.core.retry import retry_delay_ms
 SHUTDOWN_KIND = "shutdown"
 # The error kind of an attempt whose deadline passed without a result.
 TIMEOUT_KIND = "timeout"
+# How many shutdown nacks of one window are requeued for free. Workers that really stop give a
+# window one or two in a rolling restart; a handler (or a worker of another language) answering
+# "shutdown" for its own reasons gave 361 in an hour, never bypassed. Past this many, a shutdown
+# nack is a failure like any other: retry delay, max_attempts, bypass_after_ms.
+SHUTDOWN_REQUEUES_MAX = 10
 
 UNKNOWN_STREAM = "unknown stream"
 NEVER_DISPATCHED = "window was never dispatched"
@@ -337,12 +343,17 @@ def _fail(
     """Record a failed attempt; bypass the window if the rule allows, else schedule a retry.
 
     A worker that stops nacks its unfinished tasks with kind "shutdown": the work was not
-    tried, so the window goes out again at once and the retry budget is left as it was.
+    tried, so the window goes out again at once and the retry budget is left as it was, up to
+    SHUTDOWN_REQUEUES_MAX times (a window's dispatches that did not fail are its shutdowns:
+    `attempt - retried_count`, this one included).
     """
     config = state.config
     window.in_flight = False
     window.deadline_ms = None
-    if error.kind == SHUTDOWN_KIND:
+    if (
+        error.kind == SHUTDOWN_KIND
+        and window.attempt - window.retried_count <= SHUTDOWN_REQUEUES_MAX
+    ):
         window.due_ms = max(window.end_ms + config.delay_ms, now_ms)
         return None
     window.retried_count += 1
