@@ -241,7 +241,7 @@ class Inputs:
         if state.deleted_ms is not None:  # just deleted (or a wake of a deleted one)
             if self.replays is not None:
                 self.replays.delete(stream_id)
-            announcer.forget(stream_id)
+            announcer.ended(stream_id)
         if record is None or (record.state is not state and record.state.deleted_ms is not None):
             record = Record.new(state)  # created, or created again after a delete
         else:
@@ -304,6 +304,10 @@ class Inputs:
             replay_ms = replays.next_due_ms(stream_id)
             if replay_ms is not None and (wake is None or replay_ms < wake):
                 wake = replay_ms
+        if self.announcer.resend_owed(stream_id):
+            # A failed delivery woke the stream; an event since must not put that off (a
+            # deleted stream would have no tick at all until it is collected).
+            wake = 0
         self.index.set(partition, stream_id, wake)
         state = record.state
         if (

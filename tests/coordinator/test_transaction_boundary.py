@@ -239,3 +239,23 @@ def _check_chains(commits: list[dict[str, Any]]) -> None:
         assert commit["windows"][0]["start_ms"] == previous_ms
         assert commit["windows"][-1]["end_ms"] == commit["downstream_ms"]
         last[stream_id] = commit["downstream_ms"]
+
+
+def test_faust_a_commit_whose_delivery_failed_before_the_delete_is_announced_again() -> None:
+    """The same order question for the outbox: a delivery that failed before the delete must
+    still be retried, although the stream is deleted (its record and outbox are kept until
+    collected)."""
+    d = Driver(flush_ms=200)
+    first, _ = _dispatched(d)
+    d.result(ack(first), at(10, 2, 40))
+    (commit,) = d.commits()
+    d.emitter.fail_all()  # the producer gave the ack's commit up
+    d.control({"type": "delete", "stream_id": SID}, at(10, 2, 40, 100))
+    d.emitter.clear()
+    d.tick(at(10, 2, 41))
+    (again,) = d.commits()  # announced again
+    assert _windows([again]) == _windows([commit]) and _spans([again]) == _spans([commit])
+    d.emitter.deliver_all()
+    d.emitter.clear()
+    d.tick(at(10, 2, 42))
+    assert d.commits() == []  # delivered: not again
