@@ -230,8 +230,9 @@ class Commit(msgspec.Struct, frozen=True, gc=False):
 class BypassRecord:
     """A window given up after `attempts` failures, kept so that it can be replayed later.
 
-    `attempts` counts failures (nacks and timeouts, not shutdowns), unlike
-    `CommittedWindow.attempts`, which counts dispatches.
+    `attempts` counts failures (nacks and timeouts; shutdowns only past the window's first
+    `lifecycle.SHUTDOWN_REQUEUES_MAX`), unlike `CommittedWindow.attempts`, which counts
+    dispatches.
     """
 
     stream_id: str
