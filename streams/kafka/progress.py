@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
 
 from streams.kafka.settings import KafkaSettings
-from streams.kafka.topic_io import watermarks
 
 Partition = tuple[str, int]
 
@@ -118,55 +120,103 @@ def _now_ms() -> int:
 
 
 class KafkaProgress:
-    """Gathers a consumer's positions and its partitions' ends every `every_ms` and applies a
-    ProgressWatch. Call `check` from the consumer's own thread (librdkafka's position() is
-    per client, but the caller knows which partitions it paused)."""
+    """Applies a ProgressWatch to a confluent-kafka consumer, from the consumer's own thread.
+
+    Every `every_ms` it asks an admin client of its own for the assigned partitions' ends (last
+    stable offsets) without waiting: the answer is taken at a later `check`, with the positions
+    of then, so a check never blocks the consumer's loop, and a consumer wedged in its fetcher
+    cannot hide behind its own cached watermarks. Positions read after the ends can only look
+    further ahead, never stalled by mistake.
+    """
 
     def __init__(
         self,
         settings: KafkaSettings,
         bound_ms: int = DEFAULT_STALL_BOUND_MS,
-        every_ms: int = DEFAULT_CHECK_EVERY_MS,
+        every_ms: int | None = None,
     ) -> None:
         self._settings = settings
         self.watch = ProgressWatch(bound_ms)
-        self.every_ms = every_ms
+        # A few looks within the bound, so that a stall is said soon after it passes.
+        self.every_ms = every_ms or min(DEFAULT_CHECK_EVERY_MS, max(100, bound_ms // 3))
         self._next_ms = 0
         self._admin: AdminClient | None = None
+        self._asked: dict[TopicPartition, Future[Any]] | None = None
+        self._asked_ms = 0
 
     def check(
         self,
         consumer: Consumer,
         *,
         paused: Collection[Partition] = (),
+        all_paused: bool = False,
         expect_assignment: bool = True,
         now_ms: int | None = None,
     ) -> Stall | None:
+        """A Stall once the rule says so; None otherwise, and whenever the facts are missing (a
+        broker that does not answer gives no verdict). `paused`: partitions paused on purpose
+        (left out); `all_paused`: the whole assignment is."""
         now = _now_ms() if now_ms is None else now_ms
-        if now < self._next_ms:
+        if self._asked is None and now < self._next_ms:
             return None
-        self._next_ms = now + self.every_ms
+        if all_paused:  # nothing is to be read now: count afresh once it reads again
+            self.renewed(now)
+            return None
         try:
             assigned = [
                 tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in paused
             ]
-            if self._admin is None:
-                self._admin = AdminClient(self._settings.librdkafka(log_level=0))
-            topics = {tp.topic for tp in assigned}
-            marks = watermarks(self._admin, topics, 5.0) if topics else {}
-            positions = {
-                # Nothing read yet (an invalid position): it reads from the start.
-                (tp.topic, tp.partition): tp.offset if tp.offset >= 0 else low
-                for tp in consumer.position(assigned)
-                for low, _ in [marks.get((tp.topic, tp.partition), (0, 0))]
-            }
-            ends = {tp: end for tp, (_, end) in marks.items() if tp in positions}
-        except (KafkaException, TimeoutError, RuntimeError):
-            return None  # the broker did not answer: no facts, no verdict
-        expect = expect_assignment and not paused
-        return self.watch.observe(positions, ends, now, expect_assignment=expect)
+            if self._asked is not None:
+                return self._answer(consumer, assigned, now, expect_assignment and not paused)
+            if now >= self._next_ms:
+                self._next_ms = now + self.every_ms
+                self._ask(assigned, now)
+        except (KafkaException, RuntimeError, ValueError):
+            self._asked = None
+        return None
+
+    def _ask(self, assigned: list[TopicPartition], now_ms: int) -> None:
+        if self._admin is None:
+            self._admin = AdminClient(self._settings.librdkafka(log_level=0))
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        request = {TopicPartition(tp.topic, tp.partition): latest for tp in assigned}
+        self._asked = (
+            self._admin.list_offsets(
+                request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
+            )
+            if request
+            else {}
+        )
+        self._asked_ms = now_ms
+
+    def _answer(
+        self, consumer: Consumer, assigned: list[TopicPartition], now_ms: int, expect: bool
+    ) -> Stall | None:
+        asked = self._asked or {}
+        if not all(f.done() for f in asked.values()):
+            if now_ms - self._asked_ms > 4 * self.every_ms:
+                self._asked = None  # no answer: ask again at the next turn
+            return None
+        self._asked = None
+        ends = {}
+        for tp, future in asked.items():
+            if future.exception() is not None:
+                return None
+            ends[(tp.topic, tp.partition)] = future.result().offset
+        positions = {
+            (tp.topic, tp.partition): max(tp.offset, -1)  # -1: nothing read yet
+            for tp in (consumer.position(assigned) if assigned else [])
+        }
+        return self.watch.observe(
+            positions,
+            {tp: end for tp, end in ends.items() if tp in positions},
+            now_ms,
+            expect_assignment=expect,
+        )
 
     def renewed(self, now_ms: int | None = None) -> None:
-        """The consumer was renewed: count afresh."""
-        self.watch.reset(_now_ms() if now_ms is None else now_ms)
-        self._next_ms = 0
+        """The consumer was renewed (or paused whole): count afresh from the next look."""
+        now = _now_ms() if now_ms is None else now_ms
+        self.watch.reset(now)
+        self._asked = None
+        self._next_ms = now + self.every_ms

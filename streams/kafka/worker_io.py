@@ -7,6 +7,8 @@
 - The producer is idempotent with ``acks=all`` (a retried send neither duplicates nor
   reorders results) and uses ``murmur2_random``, the partitioner of the Java clients and of
   the coordinator's, so that a stream's results land where the coordinator expects them.
+- A task consumer that reads nothing while tasks wait on its partitions (streams.kafka.progress)
+  is logged at WARNING and renewed: closed, and subscribed again.
 
 librdkafka's own log lines go to the ``streams.worker.kafka`` logger.
 """
@@ -20,6 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from streams.kafka.errors import severity
+from streams.kafka.progress import KafkaProgress
 from streams.kafka.settings import KafkaSettings
 from streams.worker.config import WorkerConfig
 from streams.worker.offsets import Partition
@@ -70,6 +73,8 @@ class KafkaTaskSource:
         self._consumer: Consumer | None = None
         self._listener: SourceListener | None = None
         self._paused = False
+        self._progress = KafkaProgress(settings)
+        self.renewals = 0  # consumers renewed after a stall (streams.kafka.progress)
 
     def open(self, listener: SourceListener) -> None:
         self._listener = listener
@@ -89,6 +94,13 @@ class KafkaTaskSource:
         )
 
     def poll(self, timeout_s: float) -> Fetched | None:
+        # A worker cannot know whether the group owes it partitions (there may be more workers
+        # than partitions): only "records wait and it reads none" counts.
+        stall = self._progress.check(
+            self._client(), all_paused=self._paused, expect_assignment=False
+        )
+        if stall is not None:
+            self._renew(stall.describe())
         message = self._client().poll(timeout_s)
         if message is None:
             return None
@@ -102,6 +114,17 @@ class KafkaTaskSource:
         topic, partition, offset = message.topic(), message.partition(), message.offset()
         assert topic is not None and partition is not None and offset is not None
         return Fetched((topic, partition), offset, message.value())
+
+    def _renew(self, why: str) -> None:
+        """Close the stalled consumer (its partitions are revoked: safe positions committed,
+        tasks not started dropped) and subscribe a new one, which resumes from the committed
+        offsets like any member given those partitions."""
+        log.warning("the task consumer stalled, renewing it: %s", why)
+        listener = self._the_listener()
+        self.close()
+        self.open(listener)
+        self.renewals += 1
+        self._progress.renewed()
 
     def pause(self) -> None:
         self._paused = True
