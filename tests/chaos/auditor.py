@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .outage_audit import OutageAudit, Recovery
 from .replay_audit import ReplayAudit, ReplayedCommit
 
 
@@ -38,6 +39,8 @@ class Incarnation:
     non_retryable: tuple[str, ...] = ()
     max_attempts: int | None = None
     deleted_ms: int | None = None
+    source: str | None = None
+    outage_until_ms: int | None = None  # its synthetic failures end then (params)
 
     @property
     def origin_ms(self) -> int:
@@ -78,6 +81,7 @@ class Audit:
     rejected_bad: int = 0
     rejected_late: int = 0  # results of a deleted incarnation, rejected as they should be
     marks: dict[str, int] = field(default_factory=dict)
+    recoveries: list[Recovery] = field(default_factory=list)  # one per source in outage
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
@@ -95,8 +99,10 @@ class Auditor:
         bad: set[tuple[str, int, int]],
         replays: list[Replay],
         resent: set[tuple[str, int, int]] | None = None,
+        max_hold_ms: int = 0,
     ) -> None:
         self.plans = plans
+        self.max_hold_ms = max_hold_ms  # the coordinators' TIDEMARK_OUTAGE_MAX_HOLD_MS
         self.resent = resent or set()  # replays asked again: all of their windows may be done
         self.exactly_once = engine == "confluent"
         self.bad = bad
@@ -118,6 +124,10 @@ class Auditor:
             self.replayed_commits, audit
         )
         self._budgets(bypassed, tasks, shutdowns, audit)
+        all_tasks = [_json(r.value) for r in by_topic["tasks"]]
+        audit.recoveries = OutageAudit(self.plans, self.max_hold_ms).check(
+            bypassed, all_tasks, audit
+        )
         self._replays(bypassed, replayed, audit)
         self._rejected(by_topic["rejected"], audit)
         self._caught_up(audit, target_ms)

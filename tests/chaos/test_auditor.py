@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from tests.chaos.auditor import Audit, Auditor, Incarnation, Replay, Seen, StreamPlan
+from tests.chaos.outage_audit import OutageAudit
 
 SENT_MS = 10_000
 
@@ -165,3 +166,48 @@ def test_a_replay_task_with_a_live_tasks_id_is_reported() -> None:
     assert _chain_audit([BYPASS, ACKED, REPLAYED], tasks=tasks) == [
         "tasks: replay task s/0/2 (incarnation 7) has the id of a live task"
     ]
+
+
+# -- the outage guard (tests/chaos/outage_audit.py) ----------------------------------------------
+
+UNTIL_MS = 60_000  # source S is down from 0 to here; budget 5 s, outage_max_hold_ms 20 s
+
+
+def _outage_audit(bypasses: list[tuple[int, int]], dispatched: list[int]) -> Audit:
+    plans = {
+        sid: StreamPlan(sid, "source", [Incarnation(0, 2000, 1000, 5000, created_ms=0,
+                                                    source="S", outage_until_ms=UNTIL_MS)])
+        for sid in ("a", "b", "c")
+    }  # fmt: skip
+    bypassed = {
+        f"a/{i}": [{"stream_id": "a", "start_ms": i, "end_ms": i + 2000, "attempts": 9,
+                    "first_failed_ms": failed_ms, "bypassed_ms": at_ms, "last_error": None}]
+        for i, (failed_ms, at_ms) in enumerate(bypasses)
+    }  # fmt: skip
+    tasks = [{"stream_id": "b", "dispatched_ms": at_ms} for at_ms in dispatched]
+    audit = Audit()
+    audit.recoveries = OutageAudit(plans, max_hold_ms=20_000).check(bypassed, tasks, audit)
+    return audit
+
+
+def test_a_bypass_while_the_source_is_down_is_reported_unless_past_the_longest_hold() -> None:
+    audit = _outage_audit([(1000, 7000), (1000, 25_999), (2000, 27_000), (50_000, 61_000)], [])
+    assert len(audit.violations) == 2, audit.violations
+    assert audit.violations[0].startswith(
+        "bypassed a/0: bypassed while source S was down (until 60000), 6000 ms after its first "
+        "failure: less than its budget 5000 ms and outage_max_hold_ms 20000"
+    )
+    assert audit.violations[1].startswith("bypassed a/1: bypassed while source S was down")
+    # (2000, 27000) held its full 20 s after the budget; (50000, 61000) came after recovery.
+    assert audit.recoveries[0].held_bypasses == 1
+
+
+def test_the_tasks_released_at_recovery_are_counted_per_second() -> None:
+    during = list(range(0, UNTIL_MS, 1000))  # one task a second in the outage
+    after = [UNTIL_MS + 10] * 30 + [UNTIL_MS + 1500] * 5 + [UNTIL_MS + 9999]
+    audit = _outage_audit([], during + after + [UNTIL_MS + 10_000])
+    (recovery,) = audit.recoveries
+    assert (recovery.streams, recovery.released, recovery.peak_rate) == (3, 36, 30)
+    assert recovery.per_second == [30, 5, 0, 0, 0, 0, 0, 0, 0, 1]
+    assert recovery.outage_rate == 1.0
+    assert recovery.line().startswith("source S (3 streams): 0 bypasses after the longest hold")
