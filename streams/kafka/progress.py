@@ -9,7 +9,8 @@ are given, nothing is asked of a broker): the consumer is stalled when, for long
 
 - it has partitions whose end offset moved on since it last made progress while its position
   on them did not move (records it could read and does not), or
-- it has no partition at all while it should have some (`expect_assignment`).
+- it has no partition at all while it should have some (`expect_assignment`; for a group
+  member, while its group does not list it: `out_of_group`).
 
 Only an end that moved counts: a read_committed consumer's position stops one short of the end
 when the last record is a transaction marker (never delivered), and an end held back by an open
@@ -115,6 +116,12 @@ class ProgressWatch:
         self._moved_ms = {}
 
 
+def out_of_group(member_id: str | None, members: Collection[str]) -> bool:
+    """Whether a group member with no partition is out of its group (and so owed some): it has
+    no member id, or the group does not list it. One that is listed may rightly have none."""
+    return not member_id or member_id not in members
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -141,7 +148,8 @@ class KafkaProgress:
         self.every_ms = every_ms or min(DEFAULT_CHECK_EVERY_MS, max(100, bound_ms // 3))
         self._next_ms = 0
         self._admin: AdminClient | None = None
-        self._asked: dict[TopicPartition, Future[Any]] | None = None
+        # the ends asked for, and the group's description (a member with no partition)
+        self._asked: tuple[dict[TopicPartition, Future[Any]], Future[Any] | None] | None = None
         self._asked_ms = 0
 
     def check(
@@ -151,11 +159,14 @@ class KafkaProgress:
         paused: Collection[Partition] = (),
         all_paused: bool = False,
         expect_assignment: bool = True,
+        group_id: str | None = None,
         now_ms: int | None = None,
     ) -> Stall | None:
         """A Stall once the rule says so; None otherwise, and whenever the facts are missing (a
         broker that does not answer gives no verdict). `paused`: partitions paused on purpose
-        (left out); `all_paused`: the whole assignment is."""
+        (left out); `all_paused`: the whole assignment is. `group_id`: a group member with no
+        partition is expected to have some only while the group does not list it among its
+        members (a member may rightly have none: more members than partitions)."""
         now = _now_ms() if now_ms is None else now_ms
         if self._asked is None and now < self._next_ms:
             return None
@@ -170,39 +181,54 @@ class KafkaProgress:
                 return self._answer(consumer, assigned, now, expect_assignment and not paused)
             if now >= self._next_ms:
                 self._next_ms = now + self.every_ms
-                self._ask(assigned, now)
+                self._ask(assigned, group_id if not assigned else None, now)
         except (KafkaException, RuntimeError, ValueError):
-            self._asked = None
+            self._no_facts(now)
         return None
 
-    def _ask(self, assigned: list[TopicPartition], now_ms: int) -> None:
+    def _no_facts(self, now_ms: int) -> None:
+        """The broker did not answer: no verdict, and the bound counts again from its answer (a
+        member rejoining after a broker restart is not stalled by the restart's length)."""
+        self._asked = None
+        self.watch.reset(now_ms)
+
+    def _ask(self, assigned: list[TopicPartition], group_id: str | None, now_ms: int) -> None:
         if self._admin is None:
             self._admin = AdminClient(self._settings.librdkafka(log_level=0))
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         request = {TopicPartition(tp.topic, tp.partition): latest for tp in assigned}
-        self._asked = (
+        offsets = (
             self._admin.list_offsets(
                 request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
             )
             if request
             else {}
         )
+        group = (
+            None
+            if group_id is None
+            else self._admin.describe_consumer_groups([group_id], request_timeout=10)[group_id]
+        )
+        self._asked = (offsets, group)
         self._asked_ms = now_ms
 
     def _answer(
         self, consumer: Consumer, assigned: list[TopicPartition], now_ms: int, expect: bool
     ) -> Stall | None:
-        asked = self._asked or {}
-        if not all(f.done() for f in asked.values()):
+        offsets, group = self._asked or ({}, None)
+        futures = [*offsets.values(), *([group] if group is not None else [])]
+        if not all(f.done() for f in futures):
             if now_ms - self._asked_ms > 4 * self.every_ms:
-                self._asked = None  # no answer: ask again at the next turn
+                self._no_facts(now_ms)  # ask again at the next turn
             return None
         self._asked = None
-        ends = {}
-        for tp, future in asked.items():
-            if future.exception() is not None:
-                return None
-            ends[(tp.topic, tp.partition)] = future.result().offset
+        if any(f.exception() is not None for f in futures):
+            self._no_facts(now_ms)
+            return None
+        ends = {(tp.topic, tp.partition): f.result().offset for tp, f in offsets.items()}
+        if group is not None:
+            members = [m.member_id for m in group.result().members]
+            expect = expect and out_of_group(consumer.memberid(), members)
         positions = {
             (tp.topic, tp.partition): max(tp.offset, -1)  # -1: nothing read yet
             for tp in (consumer.position(assigned) if assigned else [])

@@ -94,10 +94,11 @@ class KafkaTaskSource:
         )
 
     def poll(self, timeout_s: float) -> Fetched | None:
-        # A worker cannot know whether the group owes it partitions (there may be more workers
-        # than partitions): only "records wait and it reads none" counts.
+        # With no partition, it is owed some only while its group does not list it (there may
+        # be more workers than partitions): after a broker restart a member can stay out of its
+        # group for good, its join request never answered (docs/reliability.md).
         stall = self._progress.check(
-            self._client(), all_paused=self._paused, expect_assignment=False
+            self._client(), all_paused=self._paused, group_id=self._config.group
         )
         if stall is not None:
             self._renew(stall.describe())

@@ -16,7 +16,7 @@ FOREVER_MS = 10**13  # an outage that never ends (year 2286)
 # past their 5 s budget; coordinators are killed during it (run.py, `Chaos.outage_faults`).
 SOURCE = "S"
 SOURCE_OUTAGE_MS = 90_000
-SOURCE_STREAMS_MIN = 6  # enough that each coordinator's own share can make an outage
+SOURCE_STREAMS_MIN = 12  # about 2 a partition: a coordinator's own share can make an outage
 
 
 class Upsert(NamedTuple):

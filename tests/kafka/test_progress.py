@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from streams.kafka.progress import ProgressWatch, Stall
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from streams.kafka import progress as progress_module
+from streams.kafka.progress import KafkaProgress, ProgressWatch, Stall, out_of_group
+from streams.kafka.settings import KafkaSettings
 
 T = ("t", 0)
 U = ("t", 1)
@@ -56,3 +64,87 @@ def test_no_assignment_for_longer_than_the_bound_is_a_stall_when_one_is_expected
     assert stall == Stall(1000, {}, unassigned=True)
     assert stall.describe() == "no partition assigned for 1000 ms"
     assert watch.observe({}, {}, now_ms=5000, expect_assignment=False) is None
+
+
+def test_a_member_with_no_partition_is_owed_some_only_while_its_group_does_not_list_it() -> None:
+    assert out_of_group(None, ["m-1"])  # never joined, or lost its id
+    assert out_of_group("", [])
+    assert out_of_group("m-2", ["m-1"])  # the group forgot it (its session expired)
+    assert not out_of_group("m-1", ["m-1", "m-2"])  # in the group: it may rightly have none
+
+
+class _Done:
+    """A settled future."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def done(self) -> bool:
+        return True
+
+    def exception(self) -> None:
+        return None
+
+    def result(self) -> object:
+        return self.value
+
+
+class _Admin:
+    """Answers ListOffsets with `ends` and DescribeConsumerGroups with `members`."""
+
+    ends: ClassVar[dict[tuple[str, int], int]] = {}
+    members: ClassVar[list[str]] = []
+
+    def __init__(self, _config: object) -> None:
+        pass
+
+    def list_offsets(self, request: dict[TopicPartition, object], **_: object) -> dict[Any, Any]:
+        return {
+            tp: _Done(SimpleNamespace(offset=self.ends[(tp.topic, tp.partition)])) for tp in request
+        }
+
+    def describe_consumer_groups(self, groups: list[str], **_: object) -> dict[str, Any]:
+        members = [SimpleNamespace(member_id=m) for m in self.members]
+        return {g: _Done(SimpleNamespace(members=members)) for g in groups}
+
+
+class _Consumer:
+    def __init__(self, positions: dict[tuple[str, int], int], member_id: str | None) -> None:
+        self.positions = positions
+        self.member_id = member_id
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t, p in self.positions]
+
+    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(tp.topic, tp.partition, self.positions[(tp.topic, tp.partition)])
+                for tp in tps]  # fmt: skip
+
+    def memberid(self) -> str | None:
+        return self.member_id
+
+
+def _looks(progress: KafkaProgress, consumer: _Consumer, times_ms: list[int]) -> list[Any]:
+    """One check per time, each asking (even steps) or taking the answer (odd steps)."""
+    return [progress.check(consumer, group_id="g", now_ms=t) for t in times_ms]  # type: ignore[arg-type]
+
+
+def test_the_kafka_adapter_asks_for_ends_and_membership_and_applies_the_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(progress_module, "AdminClient", _Admin)
+    progress = KafkaProgress(KafkaSettings(), bound_ms=1000, every_ms=100)
+    wedged = _Consumer({T: 5}, "m-1")
+    _Admin.ends = {T: 5}
+    assert _looks(progress, wedged, [0, 50]) == [None, None]  # asked, then answered: caught up
+    _Admin.ends = {T: 9}
+    assert _looks(progress, wedged, [200, 250, 1200, 1250]) == [
+        None, None, None, Stall(1200, {T: (5, 9)})
+    ]  # fmt: skip
+    # Out of its group with no partition: owed some; listed in it: rightly idle.
+    progress.renewed(2000)
+    alone = _Consumer({}, "m-1")
+    _Admin.members = ["m-1"]
+    assert _looks(progress, alone, [2100, 2150, 3200, 3250]) == [None] * 4
+    _Admin.members = ["m-2"]
+    assert _looks(progress, alone, [3300, 3350])[1] == Stall(1350, {}, unassigned=True)

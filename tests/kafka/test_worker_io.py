@@ -74,7 +74,7 @@ def test_a_stalled_task_consumer_is_said_and_renewed(
     ]
     source.pause()
     assert source.poll(0) is None and len(FakeConsumer.made) == 2
-    assert progress.checks[-1] == {"all_paused": True, "expect_assignment": False}
+    assert progress.checks[-1] == {"all_paused": True, "group_id": "tidemark-workers-synthetic"}
 
 
 def test_a_topic_reader_that_reads_nothing_while_the_ends_move_on_renews_its_consumer(
