@@ -10,7 +10,7 @@ are given, nothing is asked of a broker): the consumer is stalled when, for long
 - it has partitions whose end offset moved on since it last made progress while its position
   on them did not move (records it could read and does not), or
 - it has no partition at all while it should have some (`expect_assignment`; for a group
-  member, while its group does not list it: `out_of_group`).
+  member, while it is out of its group by librdkafka's own statistics: `out_of_group`).
 
 Only an end that moved counts: a read_committed consumer's position stops one short of the end
 when the last record is a transaction marker (never delivered), and an end held back by an open
@@ -116,10 +116,11 @@ class ProgressWatch:
         self._moved_ms = {}
 
 
-def out_of_group(member_id: str | None, members: Collection[str]) -> bool:
-    """Whether a group member with no partition is out of its group (and so owed some): it has
-    no member id, or the group does not list it. One that is listed may rightly have none."""
-    return not member_id or member_id not in members
+def out_of_group(state: str, join_state: str) -> bool:
+    """Whether a group member is out of its group, from librdkafka's statistics (`cgrp.state`,
+    `cgrp.join_state`): in it only while `up` and `steady`. One in it may rightly have no
+    partition (more members than partitions); one out of it for long is wedged."""
+    return not (state == "up" and join_state == "steady")
 
 
 def _now_ms() -> int:
@@ -148,8 +149,7 @@ class KafkaProgress:
         self.every_ms = every_ms or min(DEFAULT_CHECK_EVERY_MS, max(100, bound_ms // 3))
         self._next_ms = 0
         self._admin: AdminClient | None = None
-        # the ends asked for, and the group's description (a member with no partition)
-        self._asked: tuple[dict[TopicPartition, Future[Any]], Future[Any] | None] | None = None
+        self._asked: dict[TopicPartition, Future[Any]] | None = None  # the ends asked for
         self._asked_ms = 0
 
     def check(
@@ -159,14 +159,15 @@ class KafkaProgress:
         paused: Collection[Partition] = (),
         all_paused: bool = False,
         expect_assignment: bool = True,
-        group_id: str | None = None,
+        group_state: tuple[str, str] | None = None,
         now_ms: int | None = None,
     ) -> Stall | None:
         """A Stall once the rule says so; None otherwise, and whenever the facts are missing (a
         broker that does not answer gives no verdict). `paused`: partitions paused on purpose
-        (left out); `all_paused`: the whole assignment is. `group_id`: a group member with no
-        partition is expected to have some only while the group does not list it among its
-        members (a member may rightly have none: more members than partitions)."""
+        (left out); `all_paused`: the whole assignment is. `group_state`: a group member's
+        (state, join_state) from librdkafka's statistics; with no partition it is owed some
+        only while it is out of its group (a member may rightly have none: more members than
+        partitions)."""
         now = _now_ms() if now_ms is None else now_ms
         if self._asked is None and now < self._next_ms:
             return None
@@ -178,10 +179,13 @@ class KafkaProgress:
                 tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in paused
             ]
             if self._asked is not None:
-                return self._answer(consumer, assigned, now, expect_assignment and not paused)
+                expect = expect_assignment and not paused
+                if group_state is not None:
+                    expect = expect and out_of_group(*group_state)
+                return self._answer(consumer, assigned, now, expect)
             if now >= self._next_ms:
                 self._next_ms = now + self.every_ms
-                self._ask(assigned, group_id if not assigned else None, now)
+                self._ask(assigned, now)
         except (KafkaException, RuntimeError, ValueError):
             self._no_facts(now)
         return None
@@ -192,43 +196,36 @@ class KafkaProgress:
         self._asked = None
         self.watch.reset(now_ms)
 
-    def _ask(self, assigned: list[TopicPartition], group_id: str | None, now_ms: int) -> None:
+    def _ask(self, assigned: list[TopicPartition], now_ms: int) -> None:
+        # ListOffsets only: an admin request that needs the group coordinator (describing the
+        # group) made librdkafka 2.16 abort the process when the broker came back from a
+        # restart ("rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0'").
         if self._admin is None:
             self._admin = AdminClient(self._settings.librdkafka(log_level=0))
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         request = {TopicPartition(tp.topic, tp.partition): latest for tp in assigned}
-        offsets = (
+        self._asked = (
             self._admin.list_offsets(
                 request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
             )
             if request
             else {}
         )
-        group = (
-            None
-            if group_id is None
-            else self._admin.describe_consumer_groups([group_id], request_timeout=10)[group_id]
-        )
-        self._asked = (offsets, group)
         self._asked_ms = now_ms
 
     def _answer(
         self, consumer: Consumer, assigned: list[TopicPartition], now_ms: int, expect: bool
     ) -> Stall | None:
-        offsets, group = self._asked or ({}, None)
-        futures = [*offsets.values(), *([group] if group is not None else [])]
-        if not all(f.done() for f in futures):
+        asked = self._asked or {}
+        if not all(f.done() for f in asked.values()):
             if now_ms - self._asked_ms > 4 * self.every_ms:
                 self._no_facts(now_ms)  # ask again at the next turn
             return None
         self._asked = None
-        if any(f.exception() is not None for f in futures):
+        if any(f.exception() is not None for f in asked.values()):
             self._no_facts(now_ms)
             return None
-        ends = {(tp.topic, tp.partition): f.result().offset for tp, f in offsets.items()}
-        if group is not None:
-            members = [m.member_id for m in group.result().members]
-            expect = expect and out_of_group(consumer.memberid(), members)
+        ends = {(tp.topic, tp.partition): f.result().offset for tp, f in asked.items()}
         positions = {
             (tp.topic, tp.partition): max(tp.offset, -1)  # -1: nothing read yet
             for tp in (consumer.position(assigned) if assigned else [])

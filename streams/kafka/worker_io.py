@@ -15,6 +15,7 @@ librdkafka's own log lines go to the ``streams.worker.kafka`` logger.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,6 +30,9 @@ from streams.worker.offsets import Partition
 from streams.worker.ports import Delivered, Fetched, SourceListener
 
 log = logging.getLogger("streams.worker")
+# How often librdkafka reports the group member's state (for the stall check's "out of its
+# group"): a small JSON document, served by poll().
+STATS_INTERVAL_MS = 5_000
 kafka_log = logging.getLogger("streams.worker.kafka")
 
 
@@ -74,6 +78,7 @@ class KafkaTaskSource:
         self._listener: SourceListener | None = None
         self._paused = False
         self._progress = KafkaProgress(settings)
+        self._group_state: tuple[str, str] | None = None  # from librdkafka's statistics
         self.renewals = 0  # consumers renewed after a stall (streams.kafka.progress)
 
     def open(self, listener: SourceListener) -> None:
@@ -84,8 +89,11 @@ class KafkaTaskSource:
                 self._config,
                 error_cb=lambda err: log_kafka_error(err, listener.fatal),
                 on_commit=self._on_commit,
+                stats_cb=self._on_stats,
+                **{"statistics.interval.ms": STATS_INTERVAL_MS},
             )
         )
+        self._group_state = None
         self._consumer.subscribe(
             [self._config.tasks_topic],
             on_assign=self._on_assign,
@@ -94,11 +102,11 @@ class KafkaTaskSource:
         )
 
     def poll(self, timeout_s: float) -> Fetched | None:
-        # With no partition, it is owed some only while its group does not list it (there may
-        # be more workers than partitions): after a broker restart a member can stay out of its
-        # group for good, its join request never answered (docs/reliability.md).
+        # With no partition, it is owed some only while it is out of its group (there may be
+        # more workers than partitions): after a broker restart a member can stay out of its
+        # group for good, its join request never sent (docs/reliability.md).
         stall = self._progress.check(
-            self._client(), all_paused=self._paused, group_id=self._config.group
+            self._client(), all_paused=self._paused, group_state=self._group_state
         )
         if stall is not None:
             self._renew(stall.describe())
@@ -176,6 +184,13 @@ class KafkaTaskSource:
         return self._listener
 
     # librdkafka calls these from poll(); an exception in them would surface from poll().
+
+    def _on_stats(self, stats_json: str) -> None:
+        try:
+            cgrp = json.loads(stats_json).get("cgrp") or {}
+            self._group_state = (str(cgrp.get("state")), str(cgrp.get("join_state")))
+        except (ValueError, AttributeError):
+            self._group_state = None
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         failed = [(tp.topic, tp.partition) for tp in partitions if err or tp.error]

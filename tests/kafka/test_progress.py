@@ -66,11 +66,12 @@ def test_no_assignment_for_longer_than_the_bound_is_a_stall_when_one_is_expected
     assert watch.observe({}, {}, now_ms=5000, expect_assignment=False) is None
 
 
-def test_a_member_with_no_partition_is_owed_some_only_while_its_group_does_not_list_it() -> None:
-    assert out_of_group(None, ["m-1"])  # never joined, or lost its id
-    assert out_of_group("", [])
-    assert out_of_group("m-2", ["m-1"])  # the group forgot it (its session expired)
-    assert not out_of_group("m-1", ["m-1", "m-2"])  # in the group: it may rightly have none
+def test_a_member_with_no_partition_is_owed_some_only_while_out_of_its_group() -> None:
+    # librdkafka's statistics: cgrp.state and cgrp.join_state
+    assert not out_of_group("up", "steady")  # in the group: it may rightly have none
+    assert out_of_group("up", "wait-join")  # its join request never answered
+    assert out_of_group("wait-coord", "init")  # no group coordinator found
+    assert out_of_group("None", "None")  # no statistics of a group
 
 
 class _Done:
@@ -90,10 +91,9 @@ class _Done:
 
 
 class _Admin:
-    """Answers ListOffsets with `ends` and DescribeConsumerGroups with `members`."""
+    """Answers ListOffsets with `ends`."""
 
     ends: ClassVar[dict[tuple[str, int], int]] = {}
-    members: ClassVar[list[str]] = []
 
     def __init__(self, _config: object) -> None:
         pass
@@ -103,15 +103,10 @@ class _Admin:
             tp: _Done(SimpleNamespace(offset=self.ends[(tp.topic, tp.partition)])) for tp in request
         }
 
-    def describe_consumer_groups(self, groups: list[str], **_: object) -> dict[str, Any]:
-        members = [SimpleNamespace(member_id=m) for m in self.members]
-        return {g: _Done(SimpleNamespace(members=members)) for g in groups}
-
 
 class _Consumer:
-    def __init__(self, positions: dict[tuple[str, int], int], member_id: str | None) -> None:
+    def __init__(self, positions: dict[tuple[str, int], int]) -> None:
         self.positions = positions
-        self.member_id = member_id
 
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t, p in self.positions]
@@ -120,13 +115,15 @@ class _Consumer:
         return [TopicPartition(tp.topic, tp.partition, self.positions[(tp.topic, tp.partition)])
                 for tp in tps]  # fmt: skip
 
-    def memberid(self) -> str | None:
-        return self.member_id
 
-
-def _looks(progress: KafkaProgress, consumer: _Consumer, times_ms: list[int]) -> list[Any]:
+def _looks(
+    progress: KafkaProgress, consumer: _Consumer, times_ms: list[int], state: tuple[str, str]
+) -> list[Any]:
     """One check per time, each asking (even steps) or taking the answer (odd steps)."""
-    return [progress.check(consumer, group_id="g", now_ms=t) for t in times_ms]  # type: ignore[arg-type]
+    return [
+        progress.check(consumer, group_state=state, now_ms=t)  # type: ignore[arg-type]
+        for t in times_ms
+    ]
 
 
 def test_the_kafka_adapter_asks_for_ends_and_membership_and_applies_the_rule(
@@ -134,17 +131,17 @@ def test_the_kafka_adapter_asks_for_ends_and_membership_and_applies_the_rule(
 ) -> None:
     monkeypatch.setattr(progress_module, "AdminClient", _Admin)
     progress = KafkaProgress(KafkaSettings(), bound_ms=1000, every_ms=100)
-    wedged = _Consumer({T: 5}, "m-1")
+    wedged = _Consumer({T: 5})
+    steady = ("up", "steady")
     _Admin.ends = {T: 5}
-    assert _looks(progress, wedged, [0, 50]) == [None, None]  # asked, then answered: caught up
+    assert _looks(progress, wedged, [0, 50], steady) == [None, None]  # asked, answered: caught up
     _Admin.ends = {T: 9}
-    assert _looks(progress, wedged, [200, 250, 1200, 1250]) == [
+    assert _looks(progress, wedged, [200, 250, 1200, 1250], steady) == [
         None, None, None, Stall(1200, {T: (5, 9)})
     ]  # fmt: skip
-    # Out of its group with no partition: owed some; listed in it: rightly idle.
+    # No partition: rightly idle in its group (steady), owed some out of it (wait-join).
     progress.renewed(2000)
-    alone = _Consumer({}, "m-1")
-    _Admin.members = ["m-1"]
-    assert _looks(progress, alone, [2100, 2150, 3200, 3250]) == [None] * 4
-    _Admin.members = ["m-2"]
-    assert _looks(progress, alone, [3300, 3350])[1] == Stall(1350, {}, unassigned=True)
+    alone = _Consumer({})
+    assert _looks(progress, alone, [2100, 2150, 3200, 3250], steady) == [None] * 4
+    stuck = ("up", "wait-join")
+    assert _looks(progress, alone, [3300, 3350], stuck)[1] == Stall(1350, {}, unassigned=True)

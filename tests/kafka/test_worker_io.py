@@ -74,7 +74,13 @@ def test_a_stalled_task_consumer_is_said_and_renewed(
     ]
     source.pause()
     assert source.poll(0) is None and len(FakeConsumer.made) == 2
-    assert progress.checks[-1] == {"all_paused": True, "group_id": "tidemark-workers-synthetic"}
+    assert progress.checks[-1] == {"all_paused": True, "group_state": None}
+    # The member's group state comes from librdkafka's statistics, served by poll().
+    assert second.config["statistics.interval.ms"] == worker_io.STATS_INTERVAL_MS
+    second.config["stats_cb"]('{"cgrp": {"state": "up", "join_state": "wait-join"}}')
+    source.resume()
+    source.poll(0)
+    assert progress.checks[-1] == {"all_paused": False, "group_state": ("up", "wait-join")}
 
 
 def test_a_topic_reader_that_reads_nothing_while_the_ends_move_on_renews_its_consumer(
