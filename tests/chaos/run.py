@@ -42,7 +42,7 @@ HEALTH_STALE_MS = 20_000
 OUTAGE_MAX_HOLD_MS = 40_000
 OUTAGE_DOWN_S = 24.0
 FLUSH_S = 120
-OUTAGE_KILLS_AT_S = (6.0, 12.0)  # into the run; the source is down from 0 to SOURCE_OUTAGE_MS
+OUTAGE_KILLS_AT_S = (14.0, 20.0)  # into the run, after the replay-* streams' outage (12 s)
 AUDITED = ("commits", "bypassed", "tasks", "results", "rejected")
 
 
