@@ -95,7 +95,12 @@ class AuditReader:
                 }
             )
         )
-        ends = self._ends()
+        try:
+            ends = self._ends()
+        except Exception:  # the broker is away: renewed, it goes on with the partitions it had
+            if not self.reached:
+                raise
+            ends = {}
         for tp in ends:
             self.reached.setdefault(tp, 0)
         consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.reached.items()])
