@@ -197,9 +197,10 @@ class KafkaProgress:
         self.watch.reset(now_ms)
 
     def _ask(self, assigned: list[TopicPartition], now_ms: int) -> None:
-        # ListOffsets only: an admin request that needs the group coordinator (describing the
-        # group) made librdkafka 2.16 abort the process when the broker came back from a
-        # restart ("rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0'").
+        # ListOffsets only. Two workers that also described their group (a request through the
+        # group coordinator) both aborted in librdkafka 2.16 when the broker came back from a
+        # restart ("rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0'"); the
+        # member's group state comes from librdkafka's statistics instead.
         if self._admin is None:
             self._admin = AdminClient(self._settings.librdkafka(log_level=0))
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
