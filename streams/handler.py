@@ -6,7 +6,8 @@ Pipelines and the worker runtime both depend on this module, and it depends on n
 A handler is any callable ``(Task) -> Ack | Nack``. It must not raise for an expected
 failure (a source down, no data, a failed export): it answers with a ``Nack`` whose
 ``kind`` the coordinator can act on (retry, or bypass at once for non-retryable kinds).
-The runtime turns anything a handler raises into a ``handler_error`` nack.
+The runtime turns anything a handler raises into a ``handler_error`` nack, and so a nack of a
+kind Tidemark reserves for itself (``RESERVED_KINDS``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from streams.core.lifecycle import SHUTDOWN_KIND
+from streams.core.lifecycle import SHUTDOWN_KIND, TIMEOUT_KIND
+from streams.core.model import NACK_WITHOUT_ERROR
 from streams.core.model import Task as Task  # one task type: what the coordinator sends
 
 # Nack kinds used across Tidemark, in one place so that stream configs
@@ -25,9 +27,14 @@ NO_DATA: Final = "no_data"  # the window holds no data point
 EXPORT: Final = "export"  # the downstream export failed or timed out
 OUTAGE: Final = "outage"  # the synthetic pipeline's outage switch is on
 SYNTHETIC_FAILURE: Final = "synthetic_failure"  # the synthetic pipeline's drawn failure
-HANDLER_ERROR: Final = "handler_error"  # the handler raised (set by the runtime)
+HANDLER_ERROR: Final = "handler_error"  # the handler raised or answered badly (set by the runtime)
 # The worker stopped before the task finished (set by the runtime); the core requeues it at once.
 SHUTDOWN: Final = SHUTDOWN_KIND
+# Kinds that only Tidemark sets, never a handler: the runtime's two above, the coordinator's
+# `timeout` (no result by the deadline) and `unknown` (a nack without an error). A handler's
+# nack of one of them is sent as a `handler_error` saying so (streams.worker.results): a
+# handler's `shutdown` would be requeued at once without spending the retry budget, forever.
+RESERVED_KINDS: Final = frozenset({HANDLER_ERROR, SHUTDOWN, TIMEOUT_KIND, NACK_WITHOUT_ERROR.kind})
 
 
 @dataclass(frozen=True)

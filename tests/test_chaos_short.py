@@ -15,7 +15,10 @@ import pytest
 pytestmark = pytest.mark.broker
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_S = 170  # the run's own deadline: under 3 minutes
+# The run's own deadline. It was 170 s; the source outage (90 s, with both coordinators down
+# 24 s past the stale time) and a broker restart that took up to 44 s on a loaded machine made
+# 10-kill runs of 123 to 207 s.
+RUN_S = 300
 
 
 def test_a_short_chaos_run_finds_no_violation(tmp_path: Path) -> None:

@@ -93,6 +93,11 @@ class Announcer:
                 del self._delivered[stream_id]
         self._bypass_delivered.pop(stream_id, None)
 
+    def resend_owed(self, stream_id: str) -> bool:
+        """Whether a delivery of the stream failed and its outbox waits to be announced again
+        (its next tick does it)."""
+        return stream_id in self._resend
+
     def take_resend(self, stream_id: str) -> bool:
         """Whether a delivery of the stream failed since its last re-announcement."""
         if stream_id in self._resend:
@@ -174,6 +179,13 @@ class Announcer:
             record.pending_bypasses = []
             return True
         return False
+
+    def ended(self, stream_id: str) -> None:
+        """The stream was deleted: it flushes no more (its last windows went out with the
+        delete), but its outbox is kept until it is collected, so its confirmations and resends
+        still count (a delivery that failed before the delete is announced again)."""
+        self._last_flush.pop(stream_id, None)
+        self._unflushed.pop(stream_id, None)
 
     def forget(self, stream_id: str) -> None:
         self._last_flush.pop(stream_id, None)

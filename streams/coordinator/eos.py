@@ -99,7 +99,9 @@ class ConfluentEngine:
             on_offsets_sent=lambda: self._crash.reached("after_send_offsets"),
         )
         self.state = TransactionalState(
-            settings.data_dir / "eos", lambda s: partition_of(s.encode(), settings.partitions)
+            settings.data_dir / "eos",
+            lambda s: partition_of(s.encode(), settings.partitions),
+            cleanup_delay_ms=settings.state_cleanup_delay_ms,
         )
         self.metrics = CoordinatorMetrics(
             top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
@@ -190,6 +192,7 @@ class ConfluentEngine:
         if batch:
             self._moved = True
         self._ticks_left = self._punctuate(now)
+        self.state.tidy(now)  # the stores of partitions revoked long enough ago
         pending = self._moved or self.clients.in_transaction or self.processor.dirty(now)
         if pacing.commit_now(len(batch), pending, time.monotonic() - last_commit):
             self.commit(now)

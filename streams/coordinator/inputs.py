@@ -243,7 +243,7 @@ class Inputs:
         if state.deleted_ms is not None:  # just deleted (or a wake of a deleted one)
             if self.replays is not None:
                 self.replays.delete(stream_id)
-            announcer.forget(stream_id)
+            announcer.ended(stream_id)
         if record is None or (record.state is not state and record.state.deleted_ms is not None):
             record = Record.new(state)  # created, or created again after a delete
         else:
@@ -263,10 +263,16 @@ class Inputs:
             if self.replays is not None:
                 self.replays.note_bypasses(stream_id, decision.bypasses)
         flush_at = None
-        if flush:
+        if flush:  # the live commit over a replayed window, before the replayed one
             announcer.flush(record, now_ms, out)
         elif state.unannounced:
-            flush_at = announcer.flush_if_due(record, now_ms, out)
+            if state.deleted_ms is None:
+                flush_at = announcer.flush_if_due(record, now_ms, out)
+            else:
+                # The windows finished before a delete go out with it, whatever the flush
+                # interval (Faust) or the transaction boundary (confluent) would have said:
+                # nothing flushes a deleted stream later (issue 25, defect 10).
+                announcer.flush(record, now_ms, out)
         records = self.records
         if announcer.transactional:
             if out:
@@ -302,6 +308,10 @@ class Inputs:
             replay_ms = replays.next_due_ms(record.state)
             if replay_ms is not None and (wake is None or replay_ms < wake):
                 wake = replay_ms
+        if self.announcer.resend_owed(stream_id):
+            # A failed delivery woke the stream; an event since must not put that off (a
+            # deleted stream would have no tick at all until it is collected).
+            wake = 0
         self.index.set(partition, stream_id, wake)
         state = record.state
         if (

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streams.coordinator.store_history import CLEANUP_DELAY_MS
 from streams.coordinator.topics import Topics
 from streams.core import OutagePolicy
 from streams.errors import InvalidInput
@@ -84,6 +85,9 @@ class CoordinatorSettings:
     outage: OutagePolicy = field(default_factory=OutagePolicy)
     health_publish_ms: int = 1_000
     health_stale_ms: int = 30_000
+    # The confluent engine deletes the store of a partition revoked from it this long after
+    # (Kafka Streams' state.cleanup.delay.ms, same default): kept in case it comes back.
+    state_cleanup_delay_ms: int = CLEANUP_DELAY_MS
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -110,6 +114,8 @@ class CoordinatorSettings:
             raise InvalidInput("health_publish_ms", "must be at least 10")
         if self.health_stale_ms <= self.health_publish_ms:
             raise InvalidInput("health_stale_ms", "must be longer than health_publish_ms")
+        if self.state_cleanup_delay_ms < 0:
+            raise InvalidInput("state_cleanup_delay_ms", "must not be negative")
 
     @property
     def instance(self) -> str:
@@ -145,4 +151,7 @@ class CoordinatorSettings:
             outage=_env_policy(env),
             health_publish_ms=_env_int(env, "TIDEMARK_HEALTH_PUBLISH_MS", 1_000, 10),
             health_stale_ms=_env_int(env, "TIDEMARK_HEALTH_STALE_MS", 30_000, 20),
+            state_cleanup_delay_ms=_env_int(
+                env, "TIDEMARK_STATE_CLEANUP_DELAY_MS", CLEANUP_DELAY_MS, 0
+            ),
         )

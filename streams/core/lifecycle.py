@@ -7,7 +7,8 @@
 |                         | attempt += 1, deadline_ms = now + task_timeout_ms                     |
 | ack of any dispatched   | (start, ack_ms] is finished. A partial ack of the last window moves   |
 |   attempt               | the frontier to ack_ms; of an earlier one leaves (ack_ms, end] to do  |
-| nack "shutdown"         | requeued at once; the retry budget is untouched                       |
+| nack "shutdown"         | requeued at once; the retry budget is untouched, for a window's first |
+|                         | SHUTDOWN_REQUEUES_MAX; later ones are failures (as the next row)      |
 | nack or passed deadline | a failure: bypass if the kind is non-retryable, max_attempts failed   |
 |   of the current attempt| or now - first_failed_ms >= bypass_after_ms (unless held: core.hold); |
 |                         | else retry when due                                                   |
@@ -26,8 +27,10 @@
 | end_ms (bounded stream) | no window starts at or after it, the last one ends there; once        |
 |                         | downstream_ms reaches it the stream is finished (finished_ms = now)   |
 |                         | until an upsert moves end_ms on                                       |
-| delete                  | deleted_ms = now, nothing more is dispatched or announced; results    |
-|                         | and controls (an upsert re-creates it) are rejected with the reason   |
+| delete                  | deleted_ms = now, nothing more is dispatched; windows finished before |
+|                         | it stay unannounced for the adapter to flush with the delete (never   |
+|                         | dropped); results and controls (an upsert re-creates it) are rejected |
+|                         | with the reason                                                       |
 | finished or deleted     | collected by `advance` (Decision(None)) once gc_grace_ms has passed;  |
 |   for gc_grace_ms       | a finished stream's results are rejected with the reason until then   |
 | flush                   | one Commit for all unannounced intervals; announced_ms = downstream_ms|
@@ -67,6 +70,13 @@ from streams.core.retry import retry_delay_ms
 
 # The nack kind of a worker that stopped before finishing a task (streams.worker.api.SHUTDOWN).
 SHUTDOWN_KIND = "shutdown"
+# The error kind of an attempt whose deadline passed without a result.
+TIMEOUT_KIND = "timeout"
+# How many shutdown nacks of one window are requeued for free. Workers that really stop give a
+# window one or two in a rolling restart; a handler (or a worker of another language) answering
+# "shutdown" for its own reasons gave 361 in an hour, never bypassed. Past this many, a shutdown
+# nack is a failure like any other: retry delay, max_attempts, bypass_after_ms.
+SHUTDOWN_REQUEUES_MAX = 10
 
 UNKNOWN_STREAM = "unknown stream"
 NEVER_DISPATCHED = "window was never dispatched"
@@ -134,9 +144,11 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
     if state.deleted_ms is not None:
         return Decision(state, rejected=ended_reason(state))
     if isinstance(control, Delete):
+        # `unannounced` is kept: those windows were finished downstream before the delete, and
+        # the adapter announces them with it (a flush), so that what `commits` holds does not
+        # depend on whether a flush or a transaction boundary fell between the ack and the delete.
         state.deleted_ms = now_ms
         state.windows = []
-        state.unannounced = []
         state.paused = False
         return Decision(state)
     state.paused = isinstance(control, Pause)
@@ -225,7 +237,7 @@ def advance(
         deadline_ms = window.deadline_ms
         if window.in_flight and deadline_ms is not None and deadline_ms <= now_ms:
             timeouts += 1
-            error = ErrorInfo("timeout", f"no result by deadline_ms {deadline_ms}")
+            error = ErrorInfo(TIMEOUT_KIND, f"no result by deadline_ms {deadline_ms}")
             bypass = _fail(state, window, index, error, now_ms, max_hold_ms)
             if bypass is None:
                 requeues += 1
@@ -331,12 +343,17 @@ def _fail(
     """Record a failed attempt; bypass the window if the rule allows, else schedule a retry.
 
     A worker that stops nacks its unfinished tasks with kind "shutdown": the work was not
-    tried, so the window goes out again at once and the retry budget is left as it was.
+    tried, so the window goes out again at once and the retry budget is left as it was, up to
+    SHUTDOWN_REQUEUES_MAX times (a window's dispatches that did not fail are its shutdowns:
+    `attempt - retried_count`, this one included).
     """
     config = state.config
     window.in_flight = False
     window.deadline_ms = None
-    if error.kind == SHUTDOWN_KIND:
+    if (
+        error.kind == SHUTDOWN_KIND
+        and window.attempt - window.retried_count <= SHUTDOWN_REQUEUES_MAX
+    ):
         window.due_ms = max(window.end_ms + config.delay_ms, now_ms)
         return None
     window.retried_count += 1

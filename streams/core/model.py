@@ -230,10 +230,11 @@ class Commit(msgspec.Struct, frozen=True, gc=False):
 class BypassRecord:
     """A window given up after `attempts` failures, kept so that it can be replayed later.
 
-    `attempts` counts failures (nacks and timeouts, not shutdowns), unlike
-    `CommittedWindow.attempts`, which counts dispatches. `dispatches` (not on the wire, 0 when
-    unknown): the live lane's last attempt of the window, after which the replay lane numbers
-    its own attempts, so that a replay's task id and results never equal a live attempt's.
+    `attempts` counts failures (nacks and timeouts; shutdowns only past the window's first
+    `lifecycle.SHUTDOWN_REQUEUES_MAX`), unlike `CommittedWindow.attempts`, which counts
+    dispatches. `dispatches` (not on the wire, 0 when unknown): the live lane's last attempt of
+    the window, after which the replay lane numbers its own attempts, so that a replay's task
+    id and results never equal a live attempt's.
     """
 
     stream_id: str

@@ -7,8 +7,12 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # missing in its stub
+    AdminClient,
+    ConfigResource,
+    ResourceType,
+)
 from confluent_kafka.cimpl import NewTopic
 
 from streams.errors import BrokerUnavailable
@@ -111,3 +115,40 @@ def partition_counts(
         for n in names
         if n in metadata.topics and metadata.topics[n].error is None
     }
+
+
+@dataclass(frozen=True)
+class TopicIdentity:
+    """Which topic of a name this is (a deleted and re-created topic gets a new id), and the
+    configuration it has now."""
+
+    topic_id: str
+    config: Mapping[str, str]
+
+
+def describe_topic(settings: KafkaSettings, name: str, timeout_s: float = 30.0) -> TopicIdentity:
+    """The topic's id and its configuration (the broker's defaults included).
+
+    A topic created a moment ago is unknown to the broker's metadata for a moment: asked again
+    until `timeout_s`. Raises BrokerUnavailable when the cluster does not answer in time or the
+    topic does not exist.
+    """
+    client = AdminClient(settings.librdkafka(log_level=0))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            described = client.describe_topics(TopicCollection([name]), request_timeout=10)
+            topic = described[name].result(timeout=timeout_s)
+            resource = ConfigResource(ResourceType.TOPIC, name)
+            configs = client.describe_configs([resource], request_timeout=10)
+            entries = next(iter(configs.values())).result(timeout=timeout_s)
+            return TopicIdentity(
+                str(topic.topic_id), {key: entry.value for key, entry in entries.items()}
+            )
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:
+            code = error_code(exc) if isinstance(exc, KafkaException) else None
+            if code != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise BrokerUnavailable(
+                    f"could not describe topic {name} at {settings.bootstrap_servers}: {exc}"
+                ) from exc
+            time.sleep(0.2)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from streams.errors import BrokerUnavailable
+from streams.kafka.admin import TopicIdentity, describe_topic
 from streams.kafka.settings import KafkaSettings
 
 log = logging.getLogger("streams.kafka")
@@ -68,6 +69,8 @@ class ChangelogReader:
 
     def __init__(self, settings: KafkaSettings, topic: str) -> None:
         self.topic = topic
+        self._settings = settings
+        self._identity: TopicIdentity | None = None
         self._consumer = Consumer(
             settings.librdkafka(
                 **{
@@ -89,13 +92,29 @@ class ChangelogReader:
     def __exit__(self, *exc: object) -> None:
         self._consumer.close()
 
+    def _described(self) -> TopicIdentity:
+        if self._identity is None:  # asked once per reader: a restore's stores share it
+            self._identity = describe_topic(self._settings, self.topic)
+        return self._identity
+
+    @property
+    def history(self) -> str:
+        """The topic's id: a store of another id reflects a deleted topic of the same name."""
+        return self._described().topic_id
+
+    @property
+    def tombstones_kept_ms(self) -> int:
+        """The topic's delete.retention.ms: how long a tombstone is kept once written."""
+        return int(self._described().config["delete.retention.ms"])
+
     def watermarks(self, partition: int) -> tuple[int, int]:
         return watermarks_of(self._consumer, self.topic, partition)
 
     def resume_at(self, partition: int, stored_offset: int) -> int | None:
         """Where a store that holds the partition up to `stored_offset` (-1: nothing) goes on
-        reading; None when the topic does not hold that offset (it was re-created or
-        truncated, so the store belongs to another history and must be restored whole)."""
+        reading; None when the topic does not hold that offset (it was truncated or re-created:
+        the store must be restored whole). An offset in range proves nothing more: the store's
+        history and age are checked too (streams.coordinator.store_history)."""
         start = stored_offset + 1
         low, high = self.watermarks(partition)
         return None if start > high or (start > 0 and low > start) else start

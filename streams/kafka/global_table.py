@@ -3,7 +3,8 @@
 A consumer of its own (in no consumer group: partitions are assigned, offsets never committed)
 reads every partition from the beginning, `read_committed`, on a thread of its own, and keeps
 the latest decoded value of each key (a tombstone removes it). `snapshot()` is safe to call from
-any thread. An undecodable record is logged and skipped.
+any thread. An undecodable record is logged and skipped. A consumer that stops making progress
+while records wait (streams.kafka.progress) is logged at WARNING and renewed where it stopped.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Generic, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from streams.errors import InvalidInput
+from streams.kafka.progress import DEFAULT_STALL_BOUND_MS, KafkaProgress
 from streams.kafka.settings import KafkaSettings
 
 log = logging.getLogger("streams.kafka")
@@ -32,6 +34,7 @@ class GlobalTable(Generic[V]):
         topic: str,
         decode: Callable[[bytes | None, bytes | None], V | None],
         partitions: int = 1,
+        stall_bound_ms: int = DEFAULT_STALL_BOUND_MS,
     ) -> None:
         self.topic = topic
         self._decode = decode
@@ -41,8 +44,20 @@ class GlobalTable(Generic[V]):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._positions: dict[int, int] = {}  # partition -> the next offset to read
+        self._progress = KafkaProgress(settings, stall_bound_ms)
+        self.renewals = 0  # consumers renewed after a stall (streams.kafka.progress)
+        self._reading: Consumer | None = None  # the consumer of the moment (tests wedge it)
 
     def start(self) -> None:
+        self._reading = self._consumer()
+        self._thread = threading.Thread(
+            target=self._run, args=(self._reading,), name=f"global-{self.topic}", daemon=True
+        )
+        self._thread.start()
+
+    def _consumer(self) -> Consumer:
+        """A consumer assigned every partition, where the last one stopped (else the start)."""
         consumer = Consumer(
             self._settings.librdkafka(
                 **{
@@ -55,12 +70,12 @@ class GlobalTable(Generic[V]):
             )
         )
         consumer.assign(
-            [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self._partitions)]
+            [
+                TopicPartition(self.topic, p, self._positions.get(p, OFFSET_BEGINNING))
+                for p in range(self._partitions)
+            ]
         )
-        self._thread = threading.Thread(
-            target=self._run, args=(consumer,), name=f"global-{self.topic}", daemon=True
-        )
-        self._thread.start()
+        return consumer
 
     def stop(self) -> None:
         self._stop.set()
@@ -81,6 +96,19 @@ class GlobalTable(Generic[V]):
                             log.warning("reading %s: %s", self.topic, error.str())
                         continue
                     self._apply(msg.key(), msg.value())
+                    partition, offset = msg.partition(), msg.offset()
+                    if partition is not None and offset is not None:
+                        self._positions[partition] = offset + 1
+                stall = self._progress.check(consumer)
+                if stall is not None:
+                    # A table read no further holds stale values for good: say so, and read on
+                    # with a new consumer from where this one stopped.
+                    log.warning("reading %s stalled, renewing its consumer: %s", self.topic,
+                                stall.describe())  # fmt: skip
+                    consumer.close()
+                    consumer = self._reading = self._consumer()
+                    self.renewals += 1
+                    self._progress.renewed()
         except Exception:
             log.exception("reading %s stopped", self.topic)
         finally:

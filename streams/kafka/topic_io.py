@@ -9,6 +9,7 @@ BrokerUnavailable.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -29,7 +30,10 @@ from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for
 
 from streams.errors import BrokerUnavailable
 from streams.kafka.errors import broker_errors, error_code
+from streams.kafka.progress import DEFAULT_STALL_BOUND_MS, ProgressWatch
 from streams.kafka.settings import KafkaSettings
+
+log = logging.getLogger("streams.kafka")
 
 DELIVERY_TIMEOUT_MS = 10_000
 _BATCH = 1000
@@ -108,6 +112,8 @@ class TopicReader:
         self.group_prefix = group_prefix
         self._positions: dict[tuple[str, int], int] = {}
         self._clients = HandClients(settings, group_prefix)
+        self._watch = ProgressWatch(DEFAULT_STALL_BOUND_MS)
+        self.renewals = 0  # consumers renewed after a stall (streams.kafka.progress)
 
     @broker_errors(_NO_ANSWER)
     def read(self, timeout_s: float, apply: Callable[[list[TopicRecord]], None]) -> bool:
@@ -121,7 +127,8 @@ class TopicReader:
         deadline = time.monotonic() + timeout_s
         behind: dict[tuple[str, int], int] = {}
         start: list[TopicPartition] = []
-        for (topic, partition), (low, high) in self._watermarks(timeout_s).items():
+        marks = self._watermarks(timeout_s)
+        for (topic, partition), (low, high) in marks.items():
             position = max(self._positions.get((topic, partition), low), low)
             if position > high:  # the topic was deleted and made again: read it anew
                 position = low
@@ -138,7 +145,21 @@ class TopicReader:
                 apply(self._consume(consumer, min(remaining, 0.05), behind))
         finally:
             consumer.unassign()
+        self._check_progress(marks)
         return not behind
+
+    def _check_progress(self, marks: dict[tuple[str, int], tuple[int, int]]) -> None:
+        """A consumer that reads nothing across calls while the ends move on is renewed (the
+        read model's refresh would otherwise report "not caught up" for good)."""
+        positions = {tp: max(self._positions.get(tp, low), low) for tp, (low, _) in marks.items()}
+        ends = {tp: high for tp, (_, high) in marks.items()}
+        stall = self._watch.observe(positions, ends, time.time_ns() // 1_000_000)
+        if stall is not None:
+            log.warning("reading %s stalled, renewing its consumer: %s", ", ".join(self.names),
+                        stall.describe())  # fmt: skip
+            self._clients.close()
+            self.renewals += 1
+            self._watch.reset(time.time_ns() // 1_000_000)
 
     @broker_errors(_NO_ANSWER)
     def start(self, from_end: bool, timeout_s: float) -> None:

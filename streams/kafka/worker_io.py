@@ -7,12 +7,15 @@
 - The producer is idempotent with ``acks=all`` (a retried send neither duplicates nor
   reorders results) and uses ``murmur2_random``, the partitioner of the Java clients and of
   the coordinator's, so that a stream's results land where the coordinator expects them.
+- A task consumer that reads nothing while tasks wait on its partitions (streams.kafka.progress)
+  is logged at WARNING and renewed: closed, and subscribed again.
 
 librdkafka's own log lines go to the ``streams.worker.kafka`` logger.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,12 +23,16 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from streams.kafka.errors import severity
+from streams.kafka.progress import KafkaProgress
 from streams.kafka.settings import KafkaSettings
 from streams.worker.config import WorkerConfig
 from streams.worker.offsets import Partition
 from streams.worker.ports import Delivered, Fetched, SourceListener
 
 log = logging.getLogger("streams.worker")
+# How often librdkafka reports the group member's state (for the stall check's "out of its
+# group"): a small JSON document, served by poll().
+STATS_INTERVAL_MS = 5_000
 kafka_log = logging.getLogger("streams.worker.kafka")
 
 
@@ -70,6 +77,9 @@ class KafkaTaskSource:
         self._consumer: Consumer | None = None
         self._listener: SourceListener | None = None
         self._paused = False
+        self._progress = KafkaProgress(settings)
+        self._group_state: tuple[str, str] | None = None  # from librdkafka's statistics
+        self.renewals = 0  # consumers renewed after a stall (streams.kafka.progress)
 
     def open(self, listener: SourceListener) -> None:
         self._listener = listener
@@ -79,8 +89,11 @@ class KafkaTaskSource:
                 self._config,
                 error_cb=lambda err: log_kafka_error(err, listener.fatal),
                 on_commit=self._on_commit,
+                stats_cb=self._on_stats,
+                **{"statistics.interval.ms": STATS_INTERVAL_MS},
             )
         )
+        self._group_state = None
         self._consumer.subscribe(
             [self._config.tasks_topic],
             on_assign=self._on_assign,
@@ -89,6 +102,14 @@ class KafkaTaskSource:
         )
 
     def poll(self, timeout_s: float) -> Fetched | None:
+        # With no partition, it is owed some only while it is out of its group (there may be
+        # more workers than partitions): after a broker restart a member can stay out of its
+        # group for good, its join request never sent (docs/reliability.md).
+        stall = self._progress.check(
+            self._client(), all_paused=self._paused, group_state=self._group_state
+        )
+        if stall is not None:
+            self._renew(stall.describe())
         message = self._client().poll(timeout_s)
         if message is None:
             return None
@@ -102,6 +123,17 @@ class KafkaTaskSource:
         topic, partition, offset = message.topic(), message.partition(), message.offset()
         assert topic is not None and partition is not None and offset is not None
         return Fetched((topic, partition), offset, message.value())
+
+    def _renew(self, why: str) -> None:
+        """Close the stalled consumer (its partitions are revoked: safe positions committed,
+        tasks not started dropped) and subscribe a new one, which resumes from the committed
+        offsets like any member given those partitions."""
+        log.warning("the task consumer stalled, renewing it: %s", why)
+        listener = self._the_listener()
+        self.close()
+        self.open(listener)
+        self.renewals += 1
+        self._progress.renewed()
 
     def pause(self) -> None:
         self._paused = True
@@ -152,6 +184,13 @@ class KafkaTaskSource:
         return self._listener
 
     # librdkafka calls these from poll(); an exception in them would surface from poll().
+
+    def _on_stats(self, stats_json: str) -> None:
+        try:
+            cgrp = json.loads(stats_json).get("cgrp") or {}
+            self._group_state = (str(cgrp.get("state")), str(cgrp.get("join_state")))
+        except (ValueError, AttributeError):
+            self._group_state = None
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         failed = [(tp.topic, tp.partition) for tp in partitions if err or tp.error]

@@ -12,14 +12,15 @@ from typing import Final
 
 from streams.core import ErrorInfo, Result
 from streams.core.model import ResultOutcome
-from streams.handler import HANDLER_ERROR, Ack, Nack, Outcome, Task
+from streams.handler import HANDLER_ERROR, RESERVED_KINDS, Ack, Nack, Outcome, Task
 from streams.wire import encode_result
 
 MAX_MESSAGE_CHARS: Final = 1000
 
 
 def checked_outcome(task: Task, outcome: object) -> Outcome:
-    """The handler's answer if the coordinator can accept it, else a ``handler_error`` nack.
+    """The handler's answer if the coordinator can accept it and it uses no reserved kind (see
+    ``streams.handler.RESERVED_KINDS``), else a ``handler_error`` nack that says why.
 
     Catching a bad answer here gives a nack that names the bug at once, where the coordinator
     would reject the result and the window would wait for its deadline.
@@ -32,8 +33,17 @@ def checked_outcome(task: Task, outcome: object) -> Outcome:
             f"ack_ms {outcome.ack_ms!r} is outside the window ({task.start_ms}, {task.end_ms}]",
         )
     if isinstance(outcome, Nack):
-        if isinstance(outcome.kind, str) and outcome.kind:
-            return Nack(outcome.kind, bounded(str(outcome.message)))
+        kind = outcome.kind
+        if isinstance(kind, str) and kind:
+            if kind in RESERVED_KINDS:
+                return Nack(
+                    HANDLER_ERROR,
+                    bounded(
+                        f"the handler returned the reserved nack kind {kind!r}, which only "
+                        f"Tidemark sets; use a kind of your own: {outcome.message}"
+                    ),
+                )
+            return Nack(kind, bounded(str(outcome.message)))
         return Nack(HANDLER_ERROR, f"nack with an empty or non-string kind: {outcome.kind!r}")
     return Nack(HANDLER_ERROR, f"the handler returned {type(outcome).__name__}, not Ack or Nack")
 

@@ -13,6 +13,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .outage_audit import OutageAudit, Recovery
+from .replay_audit import ReplayAudit, ReplayedCommit
+
 
 class Seen(NamedTuple):
     """One record as the auditor's consumer read it."""
@@ -36,6 +39,8 @@ class Incarnation:
     non_retryable: tuple[str, ...] = ()
     max_attempts: int | None = None
     deleted_ms: int | None = None
+    source: str | None = None
+    outage_until_ms: int | None = None  # its synthetic failures end then (params)
 
     @property
     def origin_ms(self) -> int:
@@ -76,6 +81,7 @@ class Audit:
     rejected_bad: int = 0
     rejected_late: int = 0  # results of a deleted incarnation, rejected as they should be
     marks: dict[str, int] = field(default_factory=dict)
+    recoveries: list[Recovery] = field(default_factory=list)  # one per source in outage
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
@@ -93,8 +99,10 @@ class Auditor:
         bad: set[tuple[str, int, int]],
         replays: list[Replay],
         resent: set[tuple[str, int, int]] | None = None,
+        max_hold_ms: int = 0,
     ) -> None:
         self.plans = plans
+        self.max_hold_ms = max_hold_ms  # the coordinators' TIDEMARK_OUTAGE_MAX_HOLD_MS
         self.resent = resent or set()  # replays asked again: all of their windows may be done
         self.exactly_once = engine == "confluent"
         self.bad = bad
@@ -110,8 +118,16 @@ class Auditor:
         acks = self._acks(by_topic["results"])
         shutdowns = self._shutdowns(by_topic["results"])
         bypassed = self._bypassed(by_topic["bypassed"], audit)
+        self.replayed_commits: list[ReplayedCommit] = []
         replayed = self._commits(by_topic["commits"], tasks, acks, bypassed, audit)
+        ReplayAudit(self.plans, by_topic["tasks"], by_topic["results"]).check(
+            self.replayed_commits, audit
+        )
         self._budgets(bypassed, tasks, shutdowns, audit)
+        all_tasks = [_json(r.value) for r in by_topic["tasks"]]
+        audit.recoveries = OutageAudit(self.plans, self.max_hold_ms).check(
+            bypassed, all_tasks, audit
+        )
         self._replays(bypassed, replayed, audit)
         self._rejected(by_topic["rejected"], audit)
         self._caught_up(audit, target_ms)
@@ -181,6 +197,7 @@ class Auditor:
         marks: dict[str, int] = {}  # stream -> its current incarnation's mark
         index: dict[str, int] = {}  # stream -> its current incarnation's index
         replayed: set[tuple[str, int, int]] = set()
+        bypasses: set[tuple[str, int, int, int]] = set()  # (stream, incarnation, start, end)
         for rec in seen:
             commit = _json(rec.value)
             sid = commit["stream_id"]
@@ -189,10 +206,6 @@ class Auditor:
                 audit.fail(f"commits: a commit for {sid!r}, never created: {commit}")
                 continue
             windows = commit["windows"]
-            if windows and all(w["reason"] == "replayed" for w in windows):
-                for w in windows:
-                    replayed.add((sid, w["start_ms"], w["end_ms"]))
-                continue
             k = index.get(sid, 0)
             # A re-created stream starts a new history at its own (earlier) origin.
             if k + 1 < len(plan.incarnations):
@@ -205,6 +218,9 @@ class Auditor:
             mark = marks.get(sid, inc.origin_ms)
             where = f"commits[{rec.partition}]@{rec.offset} {sid} (incarnation {k + 1})"
             previous, downstream = commit["previous_ms"], commit["downstream_ms"]
+            if windows and all(w["reason"] == "replayed" for w in windows):
+                self._replayed(sid, k, commit, mark, where, bypasses, replayed, audit)
+                continue
             if downstream < mark:
                 audit.fail(f"{where}: downstream_ms went back from {mark} to {downstream}")
                 continue
@@ -222,12 +238,47 @@ class Auditor:
                 covered = w["end_ms"]
                 if w["end_ms"] > mark:  # a window not seen before
                     self._accounted(sid, inc, w, commit, tasks, acks, bypassed, where, audit)
+                    if w["reason"] == "bypass":
+                        bypasses.add((sid, k, w["start_ms"], w["end_ms"]))
             if covered != downstream:
                 audit.fail(f"{where}: windows end at {covered}, downstream_ms is {downstream}")
             marks[sid] = max(mark, downstream)
             audit.marks[sid] = marks[sid]
         self._final_incarnations(index, audit)
         return replayed
+
+    def _replayed(
+        self,
+        sid: str,
+        k: int,
+        commit: dict[str, Any],
+        mark: int,
+        where: str,
+        bypasses: set[tuple[str, int, int, int]],
+        replayed: set[tuple[str, int, int]],
+        audit: Audit,
+    ) -> None:
+        """A `replayed` commit is a link of its stream's chain like any other: previous_ms is
+        the mark, and downstream_ms stays there (a replay closes windows behind it). Each of
+        its windows was committed as a bypass before, in this incarnation."""
+        previous, downstream = commit["previous_ms"], commit["downstream_ms"]
+        if previous > mark:
+            audit.fail(f"{where}: a gap, replayed commit's previous_ms {previous} after {mark}")
+        elif previous < mark:
+            audit.repeats += 1
+            if self.exactly_once:
+                audit.fail(f"{where}: a replayed commit's previous_ms {previous} below {mark}")
+        if downstream != previous:
+            audit.fail(
+                f"{where}: a replayed commit moved downstream_ms from {previous} to {downstream}"
+            )
+        for w in commit["windows"]:
+            replayed.add((sid, w["start_ms"], w["end_ms"]))
+            if (sid, k, w["start_ms"], w["end_ms"]) not in bypasses:
+                audit.fail(f"{where}: replayed window {w} before (or without) its bypass")
+            self.replayed_commits.append(
+                ReplayedCommit(sid, k, w["start_ms"], w["end_ms"], commit["committed_ms"], where)
+            )
 
     def _accounted(
         self,

@@ -12,6 +12,11 @@ from streams.coordinator.processor import partition_of
 from .auditor import Incarnation, StreamPlan
 
 FOREVER_MS = 10**13  # an outage that never ends (year 2286)
+# The `source` kind: streams sharing source S, all down from their creation for this long, far
+# past their 5 s budget; coordinators are killed during it (run.py, `Chaos.outage_faults`).
+SOURCE = "S"
+SOURCE_OUTAGE_MS = 90_000
+SOURCE_STREAMS_MIN = 12  # about 2 a partition: a coordinator's own share can make an outage
 
 
 class Upsert(NamedTuple):
@@ -118,13 +123,25 @@ def streams(now_ms: int, count: int = 200) -> list[Upsert]:
                 "params": {"outage_until_ms": now_ms + 12_000, "failure_probability": 0},
             },
         ),
+        (
+            "source",
+            12,
+            {
+                "start_ms": live_start,
+                "window_ms": 2000,
+                "bypass_after_ms": 5000,
+                "retry": {"strategy": "fixed", "interval_ms": 1000},
+                "source": SOURCE,
+                "params": {"outage_until_ms": now_ms + SOURCE_OUTAGE_MS},
+            },
+        ),
         ("pause", 4, {"start_ms": live_start, "bypass_after_ms": 20_000, **fast}),
         ("recreate", 4, {"start_ms": live_start, "bypass_after_ms": 20_000, **fast}),
     ]
     out: list[Upsert] = []
     scale = min(1.0, count / 200)  # a smaller run keeps every kind, fewer of each
     for kind, n, fields in kinds:
-        n = max(1, round(n * scale))
+        n = max(SOURCE_STREAMS_MIN if kind == "source" else 1, round(n * scale))
         out += [Upsert(f"{kind}-{i:03d}", kind, {**second, **fields}) for i in range(n)]
     # Live streams: 20 of 1 s windows, the others of 5 s, so that the whole run stays within
     # what two shared cores carry (about 100 tasks a second) with room to catch up.
@@ -144,6 +161,8 @@ def incarnation(fields: dict[str, Any], created_ms: int) -> Incarnation:
         created_ms=created_ms,
         non_retryable=tuple(fields.get("non_retryable", ())),
         max_attempts=fields.get("max_attempts"),
+        source=fields.get("source"),
+        outage_until_ms=fields.get("params", {}).get("outage_until_ms"),
     )
 
 

@@ -269,3 +269,39 @@ def test_a_shutdown_nack_requeues_at_once_without_spending_the_budget() -> None:
         assert d.bypasses == ()
     window = state.windows[0]
     assert (window.retried_count, window.first_failed_ms) == (0, None)
+
+
+def test_shutdown_nacks_past_the_free_ones_are_failures_so_the_window_is_bypassed() -> None:
+    """Issue 25, defect 11: a handler (or any worker on the wire) that only ever answers
+    `shutdown` had its window requeued at once forever (361 attempts in an hour, despite
+    max_attempts 3). A window's first SHUTDOWN_REQUEUES_MAX shutdown nacks are free; later ones
+    count as failures, with their retry delay and the bypass budget."""
+    from streams.core import StreamConfig, apply_result, create_state
+    from streams.core.lifecycle import SHUTDOWN_REQUEUES_MAX
+    from streams.core.retry import Fixed
+
+    t0 = 1_795_946_400_000
+    config = StreamConfig("s", t0, retry=Fixed(60_000), max_attempts=2)
+    state = create_state(config, t0 + 60_000).state
+    assert state is not None
+    shutdown = ErrorInfo("shutdown", "the handler said so")
+    now_ms = t0 + 61_000
+    for attempt in range(1, SHUTDOWN_REQUEUES_MAX + 1):  # free: requeued at once
+        now_ms += 1
+        d = apply_result(state, Result("s", t0, t0 + 60_000, attempt, "nack", error=shutdown),
+                         now_ms)  # fmt: skip
+        assert [t.attempt for t in d.tasks] == [attempt + 1]
+    (window,) = state.windows
+    assert (window.retried_count, window.first_failed_ms) == (0, None)
+
+    attempt = SHUTDOWN_REQUEUES_MAX + 1
+    d = apply_result(state, Result("s", t0, t0 + 60_000, attempt, "nack", error=shutdown),
+                     now_ms + 1)  # fmt: skip
+    assert (d.tasks, d.requeues) == ((), 1)  # a failure: retried after its 60 s
+    assert (window.retried_count, window.first_failed_ms) == (1, now_ms + 1)
+    assert window.last_error == shutdown
+    task = only(advance(state, now_ms + 1 + 60_000))
+    d = apply_result(state, Result("s", t0, t0 + 60_000, task.attempt, "nack", error=shutdown),
+                     now_ms + 60_002)  # fmt: skip
+    (bypass,) = d.bypasses  # max_attempts 2: bypassed
+    assert bypass.attempts == 2 and bypass.last_error == shutdown

@@ -185,6 +185,22 @@ def test_delete_keeps_the_stream_until_gc_grace_and_later_inputs_are_rejected() 
     assert advance(None, at(10, 1)).rejected == "unknown stream"
 
 
+def test_a_delete_keeps_the_windows_finished_before_it_for_the_flush_that_announces_them() -> None:
+    """Issue 25, defect 10: a delete dropped `unannounced`, so an ack's commit was lost unless a
+    flush (a transaction boundary) fell between the ack and the delete."""
+    state, (task,) = started(at(10, 1))
+    apply_result(state, ack(task), at(10, 1, 5))
+    assert apply_control(state, Delete("cluster-a"), at(10, 1, 10)).rejected is None
+    assert state.deleted_ms == at(10, 1, 10) and state.windows == []
+    _, commit = flush(state, at(10, 1, 10))
+    assert commit is not None
+    assert (commit.previous_ms, commit.downstream_ms) == (at(10, 0), at(10, 1))
+    assert [(w.start_ms, w.end_ms, w.reason) for w in commit.windows] == [
+        (at(10, 0), at(10, 1), "ack")
+    ]
+    assert (state.announced_ms, state.unannounced) == (at(10, 1), [])
+
+
 def test_controls_for_another_stream_are_rejected_without_change() -> None:
     state, _ = started(at(10, 1))
     before = snapshot(state)

@@ -4,10 +4,13 @@ although transaction markers follow the last record."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Producer
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.errors import BrokerUnavailable
+from streams.kafka.admin import TopicSpec, admin_client, create_topics
 from streams.kafka.changelog import ChangelogReader
 from streams.kafka.settings import KafkaSettings
 
@@ -66,3 +69,30 @@ def test_nothing_past_a_store_already_at_the_end_is_read(kafka: KafkaSettings, u
     producer.commit_transaction(30)
     with ChangelogReader(kafka, topic) as reader:
         assert list(reader.read({0: 1, 1: 0})) == []  # offset 1 is the commit marker
+
+
+def test_it_names_the_topic_s_history_and_how_long_its_tombstones_are_kept(
+    kafka: KafkaSettings, unique: str
+) -> None:
+    """A topic deleted and made again under its name is another history (another topic id)."""
+    topic = f"changelog-{unique}"
+    config = {"cleanup.policy": "compact", "delete.retention.ms": "1234"}
+    create_topics(kafka, [TopicSpec(topic, 1, config=config)])
+    with ChangelogReader(kafka, topic) as reader:
+        first = reader.history
+        assert reader.tombstones_kept_ms == 1234
+    with ChangelogReader(kafka, topic) as reader:
+        assert reader.history == first
+    client = admin_client(kafka)
+    client.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:  # the deletion ends a moment after the call
+        try:
+            create_topics(kafka, [TopicSpec(topic, 1, config={"cleanup.policy": "compact"})])
+            break
+        except BrokerUnavailable:
+            assert time.monotonic() < deadline, "the topic was not deleted in 30 s"
+            time.sleep(0.5)
+    with ChangelogReader(kafka, topic) as reader:
+        assert reader.history not in (first, "", "AAAAAAAAAAAAAAAAAAAAAA")
+        assert reader.tombstones_kept_ms == 86_400_000  # the broker's default

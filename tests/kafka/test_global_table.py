@@ -80,3 +80,31 @@ def test_it_sees_a_transactions_entries_only_once_committed(
     finally:
         table.stop()
         clients.close()
+
+
+def test_a_consumer_that_stops_reading_while_entries_arrive_is_renewed_where_it_stopped(
+    kafka: KafkaSettings, unique: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wedged fetcher imitated by pausing the table's consumer: entries keep arriving and it
+    reads none. It is said at WARNING and a new consumer reads on from where it stopped."""
+    topic = f"health-{unique}"
+    create_topics(kafka, [TopicSpec(topic, 1, config={"cleanup.policy": "compact"})])
+    producer = Producer(kafka.producer())
+    producer.produce(topic, _entry(0, 1), health_key(0))
+    assert producer.flush(15) == 0
+    table = GlobalTable(kafka, topic, decode_health, stall_bound_ms=1500)
+    table.start()
+    try:
+        _until(lambda: set(table.snapshot()) == {b"0"})
+        wedged = table._reading
+        assert wedged is not None
+        wedged.pause(wedged.assignment())
+        producer.produce(topic, _entry(1, 2), health_key(1))
+        producer.produce(topic, _entry(0, 4), health_key(0))
+        assert producer.flush(15) == 0
+        _until(lambda: set(table.snapshot()) == {b"0", b"1"})
+        assert table.snapshot()[b"0"].sources["S"].failing == 4
+        assert table.renewals == 1
+        assert any("stalled, renewing its consumer" in r.message for r in caplog.records)
+    finally:
+        table.stop()

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from streams.core.lifecycle import TIMEOUT_KIND
+from streams.core.model import NACK_WITHOUT_ERROR
 from streams.wire import decode_result
-from streams.worker.api import HANDLER_ERROR, NO_DATA, Ack, Nack, Task
+from streams.worker.api import HANDLER_ERROR, NO_DATA, RESERVED_KINDS, SHUTDOWN, Ack, Nack, Task
 from streams.worker.results import (
     MAX_MESSAGE_CHARS,
     checked_outcome,
@@ -103,6 +105,22 @@ def test_answers_the_coordinator_would_reject_become_handler_errors(
 
     assert isinstance(outcome, Nack) and outcome.kind == HANDLER_ERROR
     assert says in outcome.message
+
+
+@pytest.mark.parametrize("kind", sorted(RESERVED_KINDS))
+def test_a_kind_the_runtime_or_the_coordinator_sets_cannot_be_returned(kind: str) -> None:
+    """Issue 25, item 6: a handler's `shutdown` read as a stopping worker (requeued at once,
+    forever); `timeout` and `unknown` would pass for the coordinator's own."""
+    outcome = checked_outcome(TASK, Nack(kind, "mine"))
+
+    assert isinstance(outcome, Nack) and outcome.kind == HANDLER_ERROR
+    assert outcome.message.startswith(f"the handler returned the reserved nack kind {kind!r}")
+    assert outcome.message.endswith(": mine")
+
+
+def test_the_reserved_kinds_are_those_the_runtime_and_the_core_set() -> None:
+    assert {SHUTDOWN, HANDLER_ERROR, TIMEOUT_KIND, NACK_WITHOUT_ERROR.kind} == RESERVED_KINDS
+    assert checked_outcome(TASK, Nack(NO_DATA, "none")) == Nack(NO_DATA, "none")
 
 
 def test_exception_texts_are_named_and_bounded() -> None:

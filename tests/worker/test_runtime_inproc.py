@@ -179,6 +179,27 @@ def test_a_handler_that_raises_or_answers_badly_is_nacked_handler_error() -> Non
     assert worker.source.committed == {P0: 2}
 
 
+def test_a_handlers_own_shutdown_nack_is_sent_as_a_handler_error() -> None:
+    """Issue 25, defect 11: the core requeues a `shutdown` nack at once without spending the
+    retry budget (a stopping worker did not try the task), so a handler that returned it had its
+    window retried forever: 361 attempts in an hour, never bypassed."""
+
+    def handler(task: Task) -> Outcome:
+        return Nack(SHUTDOWN, "the source asked us to stop")
+
+    worker = Worker(handler, T0)
+    started(worker, task())
+    worker.work()
+
+    (nack,) = worker.sink.values("nack")
+    assert nack["error"]["kind"] == HANDLER_ERROR
+    message = nack["error"]["message"]
+    assert "reserved nack kind 'shutdown'" in message
+    assert "the source asked us to stop" in message  # the handler's own words are kept
+    assert worker.count("shutdown") == 0 and worker.count("nack") == 1
+    assert worker.source.committed == {P0: 1}
+
+
 def test_shutdown_nacks_what_did_not_start_and_what_outran_the_grace_then_commits() -> None:
     worker = Worker(ack_all, T0, concurrency=1)
     started(worker, task(n=0), task(n=1))

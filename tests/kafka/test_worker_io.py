@@ -1,0 +1,100 @@
+"""The worker's task source renews a stalled consumer (no broker: the client is a fake)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+import pytest
+
+from streams.kafka import worker_io
+from streams.kafka.progress import ProgressWatch, Stall
+from streams.kafka.settings import KafkaSettings
+from streams.kafka.topic_io import TopicReader
+from streams.worker.config import WorkerConfig
+
+
+class FakeConsumer:
+    made: ClassVar[list[FakeConsumer]] = []
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.subscribed: list[str] = []
+        self.closed = False
+        FakeConsumer.made.append(self)
+
+    def subscribe(self, topics: list[str], **_callbacks: Any) -> None:
+        self.subscribed = topics
+
+    def poll(self, _timeout_s: float) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+    def assignment(self) -> list[Any]:
+        return []
+
+
+class StallsOnce:
+    """A KafkaProgress that finds one stall, then none; it records what it was told."""
+
+    def __init__(self) -> None:
+        self.stall: Stall | None = Stall(40_000, {("tasks", 0): (5, 9)})
+        self.checks: list[dict[str, Any]] = []
+        self.renewals = 0
+
+    def check(self, _consumer: Any, **kwargs: Any) -> Stall | None:
+        self.checks.append(kwargs)
+        stall, self.stall = self.stall, None
+        return stall
+
+    def renewed(self) -> None:
+        self.renewals += 1
+
+
+def test_a_stalled_task_consumer_is_said_and_renewed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    FakeConsumer.made.clear()
+    monkeypatch.setattr(worker_io, "Consumer", FakeConsumer)
+    source = worker_io.KafkaTaskSource(KafkaSettings(), WorkerConfig(pipeline="synthetic"))
+    progress = StallsOnce()
+    source._progress = progress  # type: ignore[assignment]
+    source.open(listener=object())  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="streams.worker"):
+        assert source.poll(0) is None
+    first, second = FakeConsumer.made
+    assert first.closed and not second.closed
+    assert second.subscribed == first.subscribed
+    assert (source.renewals, progress.renewals) == (1, 1)
+    assert [r.message for r in caplog.records] == [
+        "the task consumer stalled, renewing it: no progress for 40000 ms while records wait: "
+        "tasks[0] at 5 of 9"
+    ]
+    source.pause()
+    assert source.poll(0) is None and len(FakeConsumer.made) == 2
+    assert progress.checks[-1] == {"all_paused": True, "group_state": None}
+    # The member's group state comes from librdkafka's statistics, served by poll().
+    assert second.config["statistics.interval.ms"] == worker_io.STATS_INTERVAL_MS
+    second.config["stats_cb"]('{"cgrp": {"state": "up", "join_state": "wait-join"}}')
+    source.resume()
+    source.poll(0)
+    assert progress.checks[-1] == {"all_paused": False, "group_state": ("up", "wait-join")}
+
+
+def test_a_topic_reader_that_reads_nothing_while_the_ends_move_on_renews_its_consumer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The read model's reader (streams.kafka.topic_io), judged between two reads."""
+    reader = TopicReader(KafkaSettings(), ["t"], "test")
+    reader._watch = ProgressWatch(bound_ms=0)
+    reader._positions[("t", 0)] = 3
+    consumer = reader._clients.consumer()  # made lazily, no broker contacted
+    reader._check_progress({("t", 0): (0, 10)})
+    assert reader.renewals == 0
+    reader._check_progress({("t", 0): (0, 12)})  # more arrived, and it read none of it
+    assert reader.renewals == 1
+    assert reader._clients.consumer() is not consumer
+    assert "reading t stalled, renewing its consumer" in caplog.text
+    reader.close()
