@@ -216,10 +216,8 @@ class Inputs:
         flush: bool = False,
     ) -> None:
         """Emit what the decision says, flush commits when due (`flush`: at once, whatever the
-        engine's interval), save, and re-index.
-
-        Every output is built and the record encoded before anything is sent, so that an event
-        that fails on the way sends nothing.
+        engine's interval), save, and re-index. Every output is built and the record encoded
+        before anything is sent, so that an event that fails on the way sends nothing.
         """
         self._loaded = stream_id
         state = decision.state
@@ -383,10 +381,10 @@ class Inputs:
     def _replay_result(self, partition: int, record: Record, result: Result, now_ms: int) -> bool:
         """Handle a result of the replay lane; False when it belongs to the live lane."""
         assert self.replays is not None
-        stream_id = result.stream_id
 
         def announce_live() -> None:  # the live commit over a replayed window goes first
-            self.apply(partition, stream_id, record, Decision(record.state), now_ms, flush=True)
+            sid = result.stream_id
+            self.apply(partition, sid, record, Decision(record.state), now_ms, flush=True)
 
         decision = self.replays.on_result(record.state, result, now_ms, announce_live)
         if decision is None:
