@@ -239,7 +239,13 @@ class TaskMessage(_Wire):
     dispatched_ms: Ms
     deadline_ms: Ms
     params: dict[str, Any]
-    replay: bool = Field(default=False, description="a bypassed window dispatched again")
+    replay: bool = Field(
+        default=False,
+        description=(
+            "a bypassed window dispatched again; its attempt follows every earlier one of the "
+            "window, and only an ack of the whole window (ack_ms == end_ms) replays it"
+        ),
+    )
     incarnation: Incarnation
 
 

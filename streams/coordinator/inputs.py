@@ -213,11 +213,11 @@ class Inputs:
         record: Record | None,
         decision: Decision,
         now_ms: int,
+        flush: bool = False,
     ) -> None:
-        """Emit what the decision says, flush commits when due, save, and re-index.
-
-        Every output is built and the record encoded before anything is sent, so that an event
-        that fails on the way sends nothing.
+        """Emit what the decision says, flush commits when due (`flush`: at once, whatever the
+        engine's interval), save, and re-index. Every output is built and the record encoded
+        before anything is sent, so that an event that fails on the way sends nothing.
         """
         self._loaded = stream_id
         state = decision.state
@@ -261,7 +261,9 @@ class Inputs:
             if self.replays is not None:
                 self.replays.note_bypasses(stream_id, decision.bypasses)
         flush_at = None
-        if state.unannounced:
+        if flush:  # the live commit over a replayed window, before the replayed one
+            announcer.flush(record, now_ms, out)
+        elif state.unannounced:
             if state.deleted_ms is None:
                 flush_at = announcer.flush_if_due(record, now_ms, out)
             else:
@@ -301,7 +303,7 @@ class Inputs:
             wake = flush_at
         replays = self.replays
         if replays is not None and replays.busy(stream_id):
-            replay_ms = replays.next_due_ms(stream_id)
+            replay_ms = replays.next_due_ms(record.state)
             if replay_ms is not None and (wake is None or replay_ms < wake):
                 wake = replay_ms
         if self.announcer.resend_owed(stream_id):
@@ -379,11 +381,16 @@ class Inputs:
     def _replay_result(self, partition: int, record: Record, result: Result, now_ms: int) -> bool:
         """Handle a result of the replay lane; False when it belongs to the live lane."""
         assert self.replays is not None
-        decision = self.replays.on_result(record.state, result, now_ms)
+
+        def announce_live() -> None:  # the live commit over a replayed window goes first
+            sid = result.stream_id
+            self.apply(partition, sid, record, Decision(record.state), now_ms, flush=True)
+
+        decision = self.replays.on_result(record.state, result, now_ms, announce_live)
         if decision is None:
             return False
         if decision.rejected is not None:
-            raise InvalidInput("attempt", decision.rejected)
+            raise _Rejected(decision.rejected)  # the core's reason names the field
         if decision.ignored is not None:
             self.stats[decision.ignored] += 1
             self.metrics.ignored(decision.ignored)

@@ -6,7 +6,8 @@ scrapes, from small in-memory maps the hooks keep up to date, so that a scrape n
 reads the table. Counters and histograms:
 
 - ``tidemark_results_total{outcome}``: decoded results by outcome (ack, nack, heartbeat);
-- ``tidemark_ignored_total{reason}``: results ignored as ``stale`` or ``duplicate``;
+- ``tidemark_ignored_total{reason}``: results ignored as ``stale`` or ``duplicate`` (and, rarely,
+  ``early``: a replay acked before the live lane passed its window);
 - ``tidemark_rejected_total{topic}``: inputs rejected (sent to ``rejected``), by source topic;
 - ``tidemark_requeues_total``, ``tidemark_timeouts_total``, ``tidemark_bypasses_total``,
   ``tidemark_tasks_dispatched_total``, ``tidemark_commits_total``;
@@ -138,7 +139,7 @@ class CoordinatorMetrics:
         self.results[outcome] += 1  # the wire contract admits only these outcomes
 
     def ignored(self, reason: str) -> None:
-        self.ignored_total[reason] += 1
+        self.ignored_total[reason] = self.ignored_total.get(reason, 0) + 1
 
     def rejected(self, topic: str) -> None:
         self.rejected_total[topic] = self.rejected_total.get(topic, 0) + 1

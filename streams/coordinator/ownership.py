@@ -252,7 +252,7 @@ class Ownership:
         if self.announcer.take_resend(stream_id):  # a delivery failed: announce again
             self.announcer.reannounce(record, now_ms)
         if self.replays is not None:
-            self.replays.advance(record.state, now_ms)
+            self.replays.advance(record.state, now_ms, expire)  # the grace covers replays too
         state = record.state
         hold_ms = 0
         if self.health is not None:
@@ -263,7 +263,11 @@ class Ownership:
         self.inputs.apply(partition, stream_id, record, decision, now_ms)
         if not expire and decision.state is not None:
             wake = next_due_ms(state)
-            if wake is not None and wake <= now_ms:  # a passed deadline: held until caught up
+            replays = self.replays
+            replay_ms = None if replays is None else replays.next_due_ms(state)
+            if (wake is not None and wake <= now_ms) or (
+                replay_ms is not None and replay_ms <= now_ms
+            ):  # a passed deadline (live or replay): held until caught up
                 self.index.set(partition, stream_id, next_due_ms(state, deadlines=False))
                 self._held.setdefault(partition, set()).add(stream_id)
 

@@ -4,6 +4,13 @@ Replay state lives in its own table (`replays`, keyed like the streams table), s
 of live windows never reads or writes it; it is touched on bypasses, replay requests and results
 of replay tasks only. Windows in the lane never move `downstream_ms`.
 
+A replayed window is announced in a commit whose `previous_ms` and `downstream_ms` are both the
+stream's last announced mark (`announced_ms`, not the in-memory `downstream_ms`, which may be
+ahead of what `commits` holds), and only after the live commit that moved the mark over the
+window: the core dispatches a replay once the live lane has passed the window, and when its ack
+comes while that commit still waits (for the checkpoint, or the flush interval), the caller's
+`announce_live` flushes it first. So on `commits` each stream's records form one chain.
+
 At least once (Faust, `outbox=True`), a replayed window stays in its state's `announcing` until
 its commit and its tombstone are both delivered, like a live commit in its record's outbox: a
 crash after the save announces it again at the rebuild, a failed delivery at the stream's next
@@ -70,11 +77,12 @@ class ReplayLane:
     def busy(self, stream_id: str) -> bool:
         return stream_id in self._busy
 
-    def next_due_ms(self, stream_id: str) -> int | None:
+    def next_due_ms(self, live: StreamState) -> int | None:
+        stream_id = live.config.stream_id
         if stream_id not in self._busy:
             return None
         state = self._load(stream_id)
-        return None if state is None else lane.next_due_ms(state)
+        return None if state is None else lane.next_due_ms(state, live, self.concurrency)
 
     def oldest_bypass_ms(self, stream_id: str) -> int | None:
         return self._oldest.get(stream_id)
@@ -112,35 +120,45 @@ class ReplayLane:
         state = self._load(replay.stream_id)
         if state is None:
             return f"no bypassed window of {replay.stream_id!r} is listed"
-        config = live.config
-        decision = lane.request(
-            state, config, replay.from_ms, replay.to_ms, self.concurrency, now_ms
-        )
+        decision = lane.request(state, live, replay.from_ms, replay.to_ms, self.concurrency, now_ms)
         if decision.rejected is None:
             self.stats["replays_requested"] += 1
             self._emit(state, live, decision, now_ms)
         return decision.rejected
 
-    def on_result(self, live: StreamState, result: Result, now_ms: int) -> ReplayDecision | None:
-        """Handle a result if it belongs to the replay lane (None: it is the live lane's)."""
+    def on_result(
+        self,
+        live: StreamState,
+        result: Result,
+        now_ms: int,
+        announce_live: Callable[[], None],
+    ) -> ReplayDecision | None:
+        """Handle a result if it belongs to the replay lane (None: it is the live lane's).
+
+        `announce_live` flushes the stream's live windows waiting to be announced: called
+        before a replayed window whose bypass is among them is announced."""
         if result.stream_id not in self._busy:
             return None
         state = self._load(result.stream_id)
         if state is None:
             return None
-        decision = lane.on_result(state, live.config, result, self.concurrency, now_ms)
+        decision = lane.on_result(state, live, result, self.concurrency, now_ms)
         if decision is not None and decision.rejected is None and decision.ignored is None:
+            if any(w.end_ms > live.announced_ms for w in decision.replayed):
+                announce_live()
             self._emit(state, live, decision, now_ms)
         return decision
 
-    def advance(self, live: StreamState, now_ms: int) -> None:
+    def advance(self, live: StreamState, now_ms: int, expire: bool = True) -> None:
+        """Time-driven work: the outbox settled, deadlines (unless `expire` is False: the
+        takeover grace) and dispatches."""
         stream_id = live.config.stream_id
         if stream_id not in self._busy:
             return
         state = self._load(stream_id)
         if state is not None:
             settled = self._settle(state, live, now_ms)
-            decision = lane.advance(state, live.config, self.concurrency, now_ms)
+            decision = lane.advance(state, live, self.concurrency, now_ms, expire)
             if decision.tasks or decision.relisted:
                 self._emit(state, live, decision, now_ms)
             elif settled:
@@ -200,7 +218,7 @@ class ReplayLane:
         if decision.replayed:
             if self.outbox:
                 state.announcing.extend(decision.replayed)
-            self._announce(state, decision.replayed, live.downstream_ms, now_ms)
+            self._announce(state, decision.replayed, live.announced_ms, now_ms)
         if self.metrics is not None:
             self.metrics.replayed(len(decision.tasks), 1 if decision.replayed else 0)
         self.stats["replay_tasks"] += len(decision.tasks)
@@ -216,8 +234,9 @@ class ReplayLane:
         now_ms: int,
     ) -> None:
         """Send each window's tombstone (it is no longer bypassed) and one commit of reason
-        "replayed" at `mark_ms` (the stream's progress, which a replay never moves), watched
-        when there is an outbox."""
+        "replayed" at `mark_ms` (the stream's last announced mark, which a replay never moves:
+        previous_ms == downstream_ms == it, so the chain on `commits` goes on), watched when
+        there is an outbox."""
         stream_id = state.stream_id
         windows = tuple(windows)
         send = self.emitter.send
@@ -264,7 +283,7 @@ class ReplayLane:
         unwatched = any((stream_id, w.start_ms) not in unconfirmed for w in state.announcing)
         if state.announcing and (stream_id in self._resend or unwatched):
             self._resend.discard(stream_id)
-            self._announce(state, state.announcing, live.downstream_ms, now_ms)
+            self._announce(state, state.announcing, live.announced_ms, now_ms)
         return bool(confirmed)
 
     def _save(self, state: ReplayState) -> None:

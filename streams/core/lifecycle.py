@@ -165,7 +165,7 @@ def apply_result(
     """
     if state is None:
         return Decision(None, rejected=UNKNOWN_STREAM)
-    problem = _result_problem(result, now_ms)
+    problem = result_problem(result, now_ms)
     if problem is not None:
         return Decision(state, rejected=problem)
     if result.stream_id != state.config.stream_id:
@@ -174,7 +174,7 @@ def apply_result(
         return Decision(state, rejected=ended_reason(state))
     incarnation = result.incarnation
     if incarnation is not None and incarnation != state.incarnation:
-        return Decision(state, rejected=_other_incarnation(incarnation, state.incarnation))
+        return Decision(state, rejected=other_incarnation(incarnation, state.incarnation))
     start_ms = result.start_ms
     if start_ms < state.downstream_ms:
         return Decision(state, ignored="duplicate")
@@ -196,7 +196,7 @@ def apply_result(
         return Decision(state, rejected=f"attempt {result.attempt} was never dispatched")
     outcome = result.outcome
     if outcome == "ack":
-        assert result.ack_ms is not None  # checked by _result_problem
+        assert result.ack_ms is not None  # checked by result_problem
         _ack(state, window, index, result.ack_ms, now_ms)
         return _decide(state, now_ms)
     if result.attempt < window.attempt or not window.in_flight:
@@ -284,14 +284,14 @@ def flush(state: StreamState, now_ms: int) -> tuple[StreamState, Commit | None]:
     return state, commit
 
 
-def _other_incarnation(incarnation: object, current: int) -> str:
+def other_incarnation(incarnation: object, current: int) -> str:
     return (
         f"incarnation {incarnation!r} is not the stream's ({current}): the result is for the "
         "stream as it was before it was deleted and created again"
     )
 
 
-def _result_problem(result: Result, now_ms: int) -> str | None:
+def result_problem(result: Result, now_ms: int) -> str | None:
     """Why `result` cannot be applied on its own terms, or None."""
     if not isinstance(result, Result):
         return "not a Result"
@@ -397,6 +397,7 @@ def _bypass(
         first_failed_ms=first_failed_ms,
         bypassed_ms=now_ms,
         last_error=window.last_error,
+        dispatches=window.attempt,
     )
 
 

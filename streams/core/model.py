@@ -232,7 +232,9 @@ class BypassRecord:
 
     `attempts` counts failures (nacks and timeouts; shutdowns only past the window's first
     `lifecycle.SHUTDOWN_REQUEUES_MAX`), unlike `CommittedWindow.attempts`, which counts
-    dispatches.
+    dispatches. `dispatches` (not on the wire, 0 when unknown): the live lane's last attempt of
+    the window, after which the replay lane numbers its own attempts, so that a replay's task
+    id and results never equal a live attempt's.
     """
 
     stream_id: str
@@ -242,6 +244,9 @@ class BypassRecord:
     first_failed_ms: int
     bypassed_ms: int
     last_error: ErrorInfo | None
+    # Not on the wire, so not part of what a record is: one read back from `bypassed` equals
+    # the one that was written.
+    dispatches: int = field(default=0, compare=False)
 
     @property
     def key(self) -> str:

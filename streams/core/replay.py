@@ -3,20 +3,41 @@
 | input                      | rule                                                              |
 |----------------------------|-------------------------------------------------------------------|
 | a bypass (live lane)       | the window is listed (at most MAX_LISTED per stream, oldest drop) |
+|                            | with the live lane's last attempt of it                           |
 | replay(from_ms, to_ms)     | listed windows overlapping (from_ms, to_ms] are queued; none:     |
 |                            | rejected                                                          |
-| dispatch                   | queued windows go out while fewer than `concurrency` are in       |
-|                            | flight, as tasks marked replay, attempt = failed attempts + 1     |
-| ack of a replay attempt    | success: unlisted (a tombstone on `bypassed`), announced as a     |
-|   (or of an earlier one)   | window of reason "replayed"; downstream_ms does not move          |
+| dispatch                   | queued windows the live lane has passed (end_ms <= downstream_ms) |
+|                            | go out while fewer than `concurrency` are in flight, as tasks     |
+|                            | marked replay, of the stream's incarnation, numbered after every  |
+|                            | attempt of the window so far (live or replay): a replay task id   |
+|                            | never equals a live one                                           |
+| result of a live attempt   | not this lane's (the live lane ignores it as a duplicate)         |
+|   (attempt <= live's last) |                                                                   |
+| result of an earlier       | rejected, naming `incarnation`, as the live lane does             |
+|   incarnation              |                                                                   |
+| ack_ms not in              | rejected as the live lane rejects it; nothing changes             |
+|   (start_ms, end_ms]       |                                                                   |
+| partial ack (ack_ms <      | rejected: a replay is acked whole. The window stays listed, the   |
+|   end_ms)                  | attempt in flight until its nack or deadline                      |
+| ack of the replay attempt  | success: unlisted (a tombstone on `bypassed`), announced as a     |
+|   (or of an earlier one)   | window of reason "replayed" at the last announced mark, after the |
+|                            | live lane's commit over it; downstream_ms does not move           |
 | nack / deadline passed     | failure: stays listed with attempts + 1 and the error (re-emitted)|
+| deadline during takeover   | not counted until the new owner has read `results` (expire=False) |
+|   grace                    |                                                                   |
 | heartbeat                  | deadline_ms = now + task_timeout_ms                               |
 | nack/heartbeat of an       | ignored "stale"                                                   |
-|   earlier attempt          |                                                                   |
+|   earlier replay attempt   |                                                                   |
 
-A result belongs to this lane only when its window is listed and has a replay in flight; the
-coordinator asks here first, then the live lane. Like the lifecycle, functions update the state
-in place and take time as `now_ms`.
+A result belongs to this lane only when its window is listed, has a replay in flight and the
+result's attempt is a replay attempt; the coordinator asks here first, then the live lane. Like
+the lifecycle, functions update the state in place and take time as `now_ms`; `live` is the
+stream's live state, read and never changed here.
+
+Why replays wait for the live lane: a `replayed` commit carries the last announced mark as both
+`previous_ms` and `downstream_ms`, so it must come after the live commit that moved the mark
+over the window (its bypass). Dispatching only once `downstream_ms` has passed the window makes
+sure that commit can be flushed before the replay's ack is announced.
 """
 
 from __future__ import annotations
@@ -25,13 +46,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.core._checks import check_int
-from streams.core.config import StreamConfig
+from streams.core.lifecycle import other_incarnation, result_problem
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
     BypassRecord,
     CommittedWindow,
     ErrorInfo,
     Result,
+    StreamState,
     Task,
     task_id,
 )
@@ -40,6 +62,10 @@ from streams.errors import InvalidInput
 # A stream that keeps failing lists one window per bypass; the oldest are dropped beyond this
 # (and tombstoned on `bypassed`: they could no longer be replayed).
 MAX_LISTED = 10_000
+
+PARTIAL_ACK = (
+    "ack_ms: a replay must ack its whole window (ack_ms == end_ms); the window stays listed"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +79,13 @@ class Replay:
 
 @dataclass(slots=True)
 class Listed:
-    """A bypassed window that can be replayed, with its replay attempt if one is in flight."""
+    """A bypassed window that can be replayed, with its replay attempt if one is in flight.
+
+    `attempts` counts failures (as on `bypassed`). Attempt numbers go on from the live lane's:
+    `live_attempt` is the live lane's last attempt of the window (-1: take `attempts`, what a
+    state stored before it was kept assumes), `replays` how many replay attempts went out, so
+    the next one is `live_attempt + replays + 1`.
+    """
 
     start_ms: int
     end_ms: int
@@ -64,6 +96,17 @@ class Listed:
     queued: bool = False
     attempt: int = 0  # the replay attempt in flight, 0 if none
     deadline_ms: int = 0
+    live_attempt: int = -1
+    replays: int = 0
+
+    def __post_init__(self) -> None:
+        if self.live_attempt < 0:
+            self.live_attempt = self.attempts
+
+    @property
+    def last_attempt(self) -> int:
+        """The window's last dispatched attempt, live or replay."""
+        return self.live_attempt + self.replays
 
     def record(self, stream_id: str) -> BypassRecord:
         return BypassRecord(
@@ -118,6 +161,8 @@ def note_bypass(state: ReplayState, record: BypassRecord) -> list[int]:
             record.first_failed_ms,
             record.bypassed_ms,
             record.last_error,
+            # dispatches >= failures; a record without dispatches (0) falls back to failures
+            live_attempt=max(record.dispatches, record.attempts),
         )
     )
     state.listed.sort(key=lambda w: w.start_ms)
@@ -128,13 +173,14 @@ def note_bypass(state: ReplayState, record: BypassRecord) -> list[int]:
 
 def request(
     state: ReplayState,
-    config: StreamConfig,
+    live: StreamState,
     from_ms: int,
     to_ms: int,
     concurrency: int,
     now_ms: int,
 ) -> ReplayDecision:
-    """Queue every listed window overlapping (from_ms, to_ms] and dispatch what fits."""
+    """Queue every listed window overlapping (from_ms, to_ms] and dispatch what fits (see
+    `_dispatch`: a window the live lane has not passed yet waits for it)."""
     if to_ms <= from_ms:
         return ReplayDecision(rejected="to_ms: must be after from_ms")
     matched = [w for w in state.listed if w.start_ms < to_ms and w.end_ms > from_ms]
@@ -143,78 +189,126 @@ def request(
     for window in matched:
         if not window.attempt:
             window.queued = True
-    return ReplayDecision(tasks=_dispatch(state, config, concurrency, now_ms))
+    return ReplayDecision(tasks=_dispatch(state, live, concurrency, now_ms))
 
 
 def on_result(
     state: ReplayState,
-    config: StreamConfig,
+    live: StreamState,
     result: Result,
     concurrency: int,
     now_ms: int,
 ) -> ReplayDecision | None:
-    """Handle a result of the replay lane; None when the result is not for this lane."""
+    """Handle a result of the replay lane; None when the result is not for this lane.
+
+    Every check runs before anything changes: a rejected or ignored result leaves the state as
+    it was.
+    """
     window = next(
         (w for w in state.listed if w.start_ms == result.start_ms and w.end_ms == result.end_ms),
         None,
     )
-    if window is None or not window.attempt:
-        return None
-    if result.attempt > window.attempt:
+    if window is None or not window.attempt or result.attempt <= window.live_attempt:
+        return None  # a live attempt's result is the live lane's (a duplicate there)
+    problem = result_problem(result, now_ms)
+    if problem is not None:
+        return ReplayDecision(rejected=problem)
+    incarnation = result.incarnation
+    if incarnation is not None and incarnation != live.incarnation:
+        return ReplayDecision(rejected=other_incarnation(incarnation, live.incarnation))
+    if result.attempt > window.last_attempt:
         return ReplayDecision(rejected="attempt: this replay attempt was never dispatched")
     if result.outcome == "ack":
+        if result.ack_ms != window.end_ms:
+            return ReplayDecision(rejected=PARTIAL_ACK)
+        if live.downstream_ms < window.end_ms:
+            # Dispatched before the live lane passed the window (only by a coordinator of an
+            # earlier version): its commit cannot follow the bypass's yet.
+            return ReplayDecision(ignored="early")
         state.listed.remove(window)
         done = CommittedWindow(window.start_ms, window.end_ms, "replayed", window.attempt)
-        tasks = _dispatch(state, config, concurrency, now_ms)
+        tasks = _dispatch(state, live, concurrency, now_ms)
         return ReplayDecision(tasks=tasks, replayed=(done,))
     if result.attempt < window.attempt:
         return ReplayDecision(ignored="stale")
     if result.outcome == "heartbeat":
-        window.deadline_ms = now_ms + config.task_timeout_ms
+        window.deadline_ms = now_ms + live.config.task_timeout_ms
         return ReplayDecision()
     error = result.error or NACK_WITHOUT_ERROR
     record = _fail(state, window, error)
-    return ReplayDecision(tasks=_dispatch(state, config, concurrency, now_ms), relisted=(record,))
+    return ReplayDecision(tasks=_dispatch(state, live, concurrency, now_ms), relisted=(record,))
 
 
 def advance(
-    state: ReplayState, config: StreamConfig, concurrency: int, now_ms: int
+    state: ReplayState,
+    live: StreamState,
+    concurrency: int,
+    now_ms: int,
+    expire: bool = True,
 ) -> ReplayDecision:
-    """Fail replay attempts whose deadline passed, then dispatch what fits."""
+    """Fail replay attempts whose deadline passed, then dispatch what fits.
+
+    `expire=False` dispatches without failing any attempt: a new owner that has not yet read
+    the results waiting for it must not time out a replay whose ack is among them (the live
+    lane's takeover grace, `streams.core.lifecycle.advance`).
+    """
     relisted = []
-    for window in state.listed:
-        if window.attempt and window.deadline_ms <= now_ms:
-            error = ErrorInfo("timeout", f"no result for the replay by {window.deadline_ms}")
-            relisted.append(_fail(state, window, error))
-    tasks = _dispatch(state, config, concurrency, now_ms)
+    if expire:
+        for window in state.listed:
+            if window.attempt and window.deadline_ms <= now_ms:
+                error = ErrorInfo("timeout", f"no result for the replay by {window.deadline_ms}")
+                relisted.append(_fail(state, window, error))
+    tasks = _dispatch(state, live, concurrency, now_ms)
     return ReplayDecision(tasks=tasks, relisted=tuple(relisted), timeouts=len(relisted))
 
 
-def next_due_ms(state: ReplayState) -> int | None:
-    deadlines = [w.deadline_ms for w in state.listed if w.attempt]
-    return min(deadlines) if deadlines else None
+def next_due_ms(
+    state: ReplayState, live: StreamState, concurrency: int, deadlines: bool = True
+) -> int | None:
+    """The earliest `now_ms` at which `advance` would change something, or None if never: 0
+    when a queued window can go out at once (the live lane has just passed it).
+
+    `deadlines=False`: dispatches alone (what `advance(..., expire=False)` does)."""
+    if _dispatchable(state, live, concurrency):
+        return 0
+    if not deadlines:
+        return None
+    deadlines_ms = [w.deadline_ms for w in state.listed if w.attempt]
+    return min(deadlines_ms) if deadlines_ms else None
 
 
 def _fail(state: ReplayState, window: Listed, error: ErrorInfo) -> BypassRecord:
-    window.attempts = window.attempt
+    window.attempts += 1
     window.attempt = 0
     window.deadline_ms = 0
     window.last_error = error
     return window.record(state.stream_id)
 
 
+def _dispatchable(state: ReplayState, live: StreamState, concurrency: int) -> bool:
+    """Whether `_dispatch` would send something now."""
+    if state.in_flight >= concurrency:
+        return False
+    return any(w.queued and w.end_ms <= live.downstream_ms for w in state.listed)
+
+
 def _dispatch(
-    state: ReplayState, config: StreamConfig, concurrency: int, now_ms: int
+    state: ReplayState, live: StreamState, concurrency: int, now_ms: int
 ) -> tuple[Task, ...]:
+    """Send queued windows while fewer than `concurrency` are in flight, the oldest first, each
+    once the live lane has passed it (downstream_ms >= its end)."""
     free = concurrency - state.in_flight
+    config = live.config
+    downstream_ms = live.downstream_ms
     tasks = []
     for window in state.listed:
         if free <= 0:
             break
-        if not window.queued:
+        if not window.queued or window.end_ms > downstream_ms:
             continue
         window.queued = False
-        window.attempt = window.attempts + 1
+        window.replays += 1
+        window.attempt = window.last_attempt
         window.deadline_ms = now_ms + config.task_timeout_ms
         free -= 1
         tasks.append(
@@ -229,6 +323,7 @@ def _dispatch(
                 window.deadline_ms,
                 config.params,
                 replay=True,
+                incarnation=live.incarnation,
             )
         )
     return tuple(tasks)
@@ -236,7 +331,7 @@ def _dispatch(
 
 def replay_to_dict(state: ReplayState) -> dict[str, Any]:
     return {
-        "v": 1,
+        "v": 2,
         "stream_id": state.stream_id,
         "listed": [
             [
@@ -249,6 +344,8 @@ def replay_to_dict(state: ReplayState) -> dict[str, Any]:
                 w.queued,
                 w.attempt,
                 w.deadline_ms,
+                w.live_attempt,
+                w.replays,
             ]
             for w in state.listed
         ],
@@ -257,12 +354,21 @@ def replay_to_dict(state: ReplayState) -> dict[str, Any]:
 
 
 def replay_from_dict(d: Any) -> ReplayState:
-    if not isinstance(d, dict) or d.get("v") != 1:
-        raise InvalidInput("replay", "not a replay state of version 1")
+    """A replay state of version 2, or 1 (kept before replay attempts were numbered after the
+    live lane's: a replay then numbered its attempt failures + 1, which goes on)."""
+    if not isinstance(d, dict) or d.get("v") not in (1, 2):
+        raise InvalidInput("replay", "not a replay state of version 1 or 2")
     try:
         listed = []
         for item in d["listed"]:
-            start, end, attempts, first, bypassed, error, queued, attempt, deadline = item
+            start, end, attempts, first, bypassed, error, queued, attempt, deadline = item[:9]
+            attempt = check_int("attempt", attempt)
+            if d["v"] == 2:
+                live_attempt, replays = item[9:]
+            elif attempt:
+                live_attempt, replays = attempt - 1, 1
+            else:
+                live_attempt, replays = attempts, 0
             listed.append(
                 Listed(
                     check_int("start_ms", start),
@@ -272,8 +378,10 @@ def replay_from_dict(d: Any) -> ReplayState:
                     check_int("bypassed_ms", bypassed),
                     None if error is None else ErrorInfo(str(error[0]), str(error[1])),
                     bool(queued),
-                    check_int("attempt", attempt),
+                    attempt,
                     check_int("deadline_ms", deadline),
+                    check_int("live_attempt", live_attempt),
+                    check_int("replays", replays),
                 )
             )
         announcing = [
