@@ -1,9 +1,9 @@
 """The outage guard: when a shared source is down, hold its streams' time-based bypasses.
 
 A stream names its `source` in its config (streams without one share none). A stream is
-**failing** while one of its windows has failed and is not yet closed. A source is **in outage**
-when, over every partition and coordinator, at least `outage_min_streams` of its streams are
-failing and they make at least `outage_ratio` of them. While it is, each of its streams is
+**failing** while one of its windows has failed and is not yet closed, unless it is paused.
+A source is **in outage** when, over every partition and coordinator, at least
+`outage_min_streams` of its streams are failing and they make at least `outage_ratio` of them. While it is, each of its streams is
 decided with `max_hold_ms = outage_max_hold_ms` (else 0), so that a window whose retry budget
 (`bypass_after_ms`, from `first_failed_ms`) runs out keeps retrying instead of being bypassed
 (streams.core.hold), for at most `outage_max_hold_ms` from the failure that started its hold.
@@ -69,7 +69,11 @@ def sources_in_outage(counts: Mapping[str, SourceCounts], policy: OutagePolicy) 
 
 
 def is_failing(state: StreamState) -> bool:
-    """Whether one of the stream's windows has failed and is not closed yet."""
+    """Whether one of the stream's windows has failed and is not closed yet, while the stream
+    is not paused: a paused stream tries nothing, so an old failure of it says nothing about
+    its source now (it would keep the source in outage for as long as it stays paused)."""
+    if state.paused:
+        return False
     for w in state.windows:  # noqa: SIM110 (a loop, not any(): this runs at every encode)
         if w.first_failed_ms is not None and not w.finished:
             return True

@@ -326,3 +326,39 @@ def test_held_streams_are_counted_as_they_change_and_leave_with_their_partition(
     health.built({0})
     health.refresh(T0 + 2)
     assert health.outages[0].held == 1 and health.outages[0].failing == 4
+
+
+@BOTH_ENGINES
+def test_paused_failing_streams_do_not_keep_their_source_in_outage(transactional: bool) -> None:
+    """Three of six streams of S fail once and are paused; an hour later a fourth fails alone
+    and is bypassed on time (issue 25, defect 7: the paused three counted as failing for good,
+    so the fourth was held)."""
+    topic = Topic()
+    d = guarded(topic, transactional=transactional)
+    six = tuple(f"s-{i}" for i in range(1, 7))
+    start(d, topic, six, **CONFIG)
+    fail_all(d, six[:3], at(10, 1, 5))
+    for stream_id in six[:3]:
+        d.control({"type": "pause", "stream_id": stream_id}, at(10, 1, 6))
+    for stream_id in six[3:]:
+        d.result(ack(latest(d, stream_id)), at(10, 1, 6))
+    step(d, topic, at(10, 1, 7))
+    health = d.processor.health
+    assert health is not None and health.outages == []  # 0 failing of 6: paused ones left out
+    now_ms = at(11, 1)
+    step(d, topic, now_ms)  # the fourth's next window (the hour's windows, one at a time)
+    lone = "s-4"
+    first_ms = now_ms
+    while not any(b.json()["stream_id"] == lone for b in d.bypassed()):
+        assert now_ms - first_ms < 3 * CONFIG["bypass_after_ms"], "held, not bypassed"
+        for stream_id in six[3:]:
+            task = latest(d, stream_id)
+            if stream_id == lone:
+                d.result(nack(task), now_ms)
+            elif task["start_ms"] >= at(10, 1):  # the others ack theirs
+                d.result(ack(task), now_ms)
+        now_ms += 60_000
+        step(d, topic, now_ms)
+    assert health.outages == []
+    (record,) = [b.json() for b in d.bypassed() if b.json()["stream_id"] == lone]
+    assert record["bypassed_ms"] - record["first_failed_ms"] < CONFIG["bypass_after_ms"] + 60_000
