@@ -3,12 +3,13 @@
 A stream names its `source` in its config (streams without one share none). A stream is
 **failing** while one of its windows has failed and is not yet closed, unless it is paused.
 A source is **in outage** when, over every partition and coordinator, at least
-`outage_min_streams` of its streams are failing and they make at least `outage_ratio` of them. While it is, each of its streams is
-decided with `max_hold_ms = outage_max_hold_ms` (else 0), so that a window whose retry budget
-(`bypass_after_ms`, from `first_failed_ms`) runs out keeps retrying instead of being bypassed
-(streams.core.hold), for at most `outage_max_hold_ms` from the failure that started its hold.
-Non-retryable kinds and `max_attempts` bypass as before. When the source recovers, `release`
-sends every held window out again at once; one that then acks carries `held_ms` in its commit.
+`outage_min_streams` of its streams are failing and they make at least `outage_ratio` of them.
+While it is, each of its streams is decided with `max_hold_ms = outage_max_hold_ms` (else 0),
+so that a window whose retry budget (`bypass_after_ms`, from `first_failed_ms`) runs out keeps
+retrying instead of being bypassed (streams.core.hold), for at most `outage_max_hold_ms` from
+the failure that started its hold. Non-retryable kinds and `max_attempts` bypass as before.
+When the source recovers, `release` sends every held window out again at once; one that then
+acks carries `held_ms` in its commit.
 
 Pure: the counts come from the caller (streams.coordinator), time is an argument.
 """

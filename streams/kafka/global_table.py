@@ -3,7 +3,10 @@
 A consumer of its own (in no consumer group: partitions are assigned, offsets never committed)
 reads every partition from the beginning, `read_committed`, on a thread of its own, and keeps
 the latest decoded value of each key (a tombstone removes it). `snapshot()` is safe to call from
-any thread. An undecodable record is logged and skipped.
+any thread. An undecodable record is logged and skipped. `caught_up()` says whether every
+partition has been read to its end once since `start` (its last stable offset: an open
+transaction's records are not there yet), so that a reader can tell an empty view from one not
+read yet.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class GlobalTable(Generic[V]):
         self._partitions = partitions
         self._settings = settings
         self._values: dict[bytes, V] = {}
+        self._ends: set[int] = set()  # partitions read to their end once
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -51,6 +55,7 @@ class GlobalTable(Generic[V]):
                     "enable.auto.commit": False,
                     "isolation.level": "read_committed",
                     "auto.offset.reset": "earliest",
+                    "enable.partition.eof": True,  # for `caught_up`
                 }
             )
         )
@@ -67,6 +72,10 @@ class GlobalTable(Generic[V]):
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def caught_up(self) -> bool:
+        """Whether every partition has been read to its end once since `start`."""
+        return len(self._ends) >= self._partitions
+
     def snapshot(self) -> dict[bytes, V]:
         with self._lock:
             return dict(self._values)
@@ -77,7 +86,10 @@ class GlobalTable(Generic[V]):
                 for msg in consumer.consume(500, POLL_S):
                     error = msg.error()
                     if error is not None:
-                        if error.code() != KafkaError._PARTITION_EOF:
+                        partition = msg.partition()
+                        if error.code() == KafkaError._PARTITION_EOF and partition is not None:
+                            self._ends.add(partition)
+                        elif error.code() != KafkaError._PARTITION_EOF:
                             log.warning("reading %s: %s", self.topic, error.str())
                         continue
                     self._apply(msg.key(), msg.value())

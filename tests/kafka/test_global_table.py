@@ -80,3 +80,32 @@ def test_it_sees_a_transactions_entries_only_once_committed(
     finally:
         table.stop()
         clients.close()
+
+
+def test_it_says_when_it_has_read_every_partition_to_its_end(
+    kafka: KafkaSettings, unique: str
+) -> None:
+    """`caught_up`: an empty view is no outage only once the topic has been read (the outage
+    guard decides nothing before; issue 25, defect 6). An empty topic is read at once."""
+    topic, empty = f"health-{unique}", f"health-empty-{unique}"
+    create_topics(
+        kafka,
+        [TopicSpec(t, 2, config={"cleanup.policy": "compact"}) for t in (topic, empty)],
+    )
+    producer = Producer(kafka.producer())
+    for i in range(200):
+        producer.produce(topic, _entry(i, i % 5), health_key(i), partition=i % 2)
+    assert producer.flush(15) == 0
+    table = GlobalTable(kafka, topic, decode_health, partitions=2)
+    none = GlobalTable(kafka, empty, decode_health, partitions=2)
+    assert not table.caught_up()
+    table.start()
+    none.start()
+    try:
+        _until(table.caught_up)
+        assert len(table.snapshot()) == 200  # all of it is in once it says so
+        _until(none.caught_up)
+        assert none.snapshot() == {}
+    finally:
+        table.stop()
+        none.stop()
