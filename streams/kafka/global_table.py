@@ -4,9 +4,11 @@ A consumer of its own (in no consumer group: partitions are assigned, offsets ne
 reads every partition from the beginning, `read_committed`, on a thread of its own, and keeps
 the latest decoded value of each key (a tombstone removes it). `snapshot()` is safe to call from
 any thread. An undecodable record is logged and skipped. `caught_up()` says whether every
-partition has been read to its end once since `start` (its last stable offset: an open
-transaction's records are not there yet), so that a reader can tell an empty view from one not
-read yet.
+partition has been read as far as it stood at `start`, so that a reader can tell an empty view
+from one not read yet: a partition is caught up at its end-of-partition event, or at a record
+at or past the end offset it had then. Both are needed: a partition written more often than a
+fetch waits (the `health` topic, every second per coordinator) never shows its end, and a quiet
+one whose last offset is a transaction marker never delivers a record there.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
@@ -26,6 +28,8 @@ log = logging.getLogger("streams.kafka")
 
 V = TypeVar("V")
 POLL_S = 0.2
+WATERMARKS_TIMEOUT_S = 10.0
+MAX_OFFSET = 2**63 - 1
 
 
 class GlobalTable(Generic[V]):
@@ -41,7 +45,8 @@ class GlobalTable(Generic[V]):
         self._partitions = partitions
         self._settings = settings
         self._values: dict[bytes, V] = {}
-        self._ends: set[int] = set()  # partitions read to their end once
+        self._ends: set[int] = set()  # partitions read as far as they stood at start
+        self._targets: dict[int, int] = {}  # partition -> its end offset at start
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -82,21 +87,44 @@ class GlobalTable(Generic[V]):
 
     def _run(self, consumer: Consumer) -> None:
         try:
+            self._find_targets(consumer)
+            ends, targets = self._ends, self._targets
             while not self._stop.is_set():
                 for msg in consumer.consume(500, POLL_S):
-                    error = msg.error()
+                    error, partition = msg.error(), msg.partition()
                     if error is not None:
-                        partition = msg.partition()
-                        if error.code() == KafkaError._PARTITION_EOF and partition is not None:
-                            self._ends.add(partition)
-                        elif error.code() != KafkaError._PARTITION_EOF:
+                        if error.code() != KafkaError._PARTITION_EOF:
                             log.warning("reading %s: %s", self.topic, error.str())
+                        elif partition is not None:
+                            ends.add(partition)
                         continue
                     self._apply(msg.key(), msg.value())
+                    offset = msg.offset()
+                    if (
+                        partition is not None
+                        and offset is not None
+                        and offset + 1 >= targets.get(partition, MAX_OFFSET)
+                    ):
+                        ends.add(partition)
         except Exception:
             log.exception("reading %s stopped", self.topic)
         finally:
             consumer.close()
+
+    def _find_targets(self, consumer: Consumer) -> None:
+        """Each partition's end offset now (one that cannot be had waits for its end event)."""
+        for p in range(self._partitions):
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, p), timeout=WATERMARKS_TIMEOUT_S, cached=False
+                )
+            except KafkaException as exc:
+                log.warning("end offset of %s[%d] not found: %s", self.topic, p, exc)
+                continue
+            if high <= 0:
+                self._ends.add(p)  # empty
+            else:
+                self._targets[p] = high
 
     def _apply(self, key: bytes | None, raw: bytes | None) -> None:
         if key is None:
