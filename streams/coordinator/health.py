@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from streams.coordinator.settings import CoordinatorSettings
 from streams.core import OutagePolicy, SourceCounts, StreamState, in_outage, is_failing
-from streams.core.outage import hold_started_ms
+from streams.core.outage import held_in_flight_before, hold_started_ms
 from streams.kafka.global_table import GlobalTable
 from streams.wire import (
     HealthMessage,
@@ -90,6 +90,7 @@ class SourceHealth:
         self._held: dict[str, int] = {}  # source -> local streams with a held window
         self._built: set[int] = set()
         self._outages: dict[str, Outage] = {}
+        self._recovered_ms: dict[str, int] = {}  # source -> when it last left outage
         self._published_ms: int | None = None
 
     # -- local counts --------------------------------------------------------------------
@@ -166,10 +167,16 @@ class SourceHealth:
 
     def hold_ms(self, state: StreamState) -> int:
         """The `max_hold_ms` to decide the stream with: 0 unless its source is in outage, or
-        the guard does not know yet whether it is."""
+        the guard does not know yet whether it is, or a held window of it still waits for the
+        result of an attempt sent before its source recovered (a failure from the outage,
+        read after it ended: results of other partitions, or of a lagging worker, come late)."""
         source = state.config.source
-        if source is None or (self._known and source not in self._outages):
+        if source is None:
             return 0
+        if self._known and source not in self._outages:
+            recovered_ms = self._recovered_ms.get(source)
+            if recovered_ms is None or not held_in_flight_before(state, recovered_ms):
+                return 0
         return self.policy.max_hold_ms
 
     def totals(self, now_ms: int) -> dict[str, SourceCounts]:
@@ -229,6 +236,11 @@ class SourceHealth:
                 )
         self._outages = after
         ended = (set(self._held) if first else set(before)) - set(after)
+        recovered = self._recovered_ms
+        for source in ended:
+            recovered[source] = now_ms
+        for source in after:
+            recovered.pop(source, None)
         if not ended:
             return []
         return [

@@ -495,3 +495,48 @@ def test_a_restart_longer_than_the_stale_time_bypasses_no_held_window(
     assert {w["reason"] for w in firsts.values()} == {"ack"}
     assert all(w["held_ms"] > 0 for w in firsts.values())
     assert d.bypassed() == []
+
+
+@BOTH_ENGINES
+def test_a_failure_of_an_attempt_sent_during_the_outage_does_not_bypass_after_recovery(
+    transactional: bool,
+) -> None:
+    """The flaky broker test's cause (issue 25): S recovers, two streams' acks end the outage,
+    and then the nack another stream's worker sent while S was still down (results of other
+    partitions come in any order), or the deadline of a task a lagging worker never answered,
+    is decided with the source no longer in outage: its budget spent, the held window was
+    bypassed though it never failed after the recovery. A failure counts against a released
+    window only for an attempt dispatched after its source recovered."""
+    topic = Topic()
+    d = guarded(topic, transactional=transactional)
+    start(d, topic, S_STREAMS, **CONFIG)
+    for minute in range(1, 6):
+        if minute > 1:
+            step(d, topic, at(10, minute, 5))
+        fail_all(d, S_STREAMS, at(10, minute, 5))
+        step(d, topic, at(10, minute, 6))
+    step(d, topic, at(10, 6, 5))  # every held window's retry goes out while S is down
+    in_flight = {s: latest(d, s) for s in S_STREAMS}
+    assert {t["dispatched_ms"] for t in in_flight.values()} == {at(10, 6, 5)}
+    for stream_id in ("s-1", "s-2"):  # S is back: these two ack
+        d.result(ack(in_flight[stream_id]), at(10, 6, 6))
+    step(d, topic, at(10, 6, 7))  # 2 of 4 failing: the outage is over
+    health = d.processor.health
+    assert health is not None and health.outages == []
+    d.result(nack(in_flight["s-3"]), at(10, 6, 8))  # sent while S was down, read late
+    step(d, topic, at(10, 7, 6))  # s-4's task: its deadline (a minute) passed unanswered
+    assert d.bypassed() == [], "a failure from the outage bypassed a released window"
+    for _ in range(2):  # their retries go out after the recovery, and ack
+        step(d, topic, at(10, 8, 10))
+        for stream_id in ("s-3", "s-4"):
+            task = latest(d, stream_id)
+            if task["start_ms"] == T0 and task["dispatched_ms"] > at(10, 6, 7):
+                d.result(ack(task), at(10, 8, 11))
+    step(d, topic, at(10, 8, 12))
+    if transactional:
+        d.checkpoint(at(10, 8, 12))
+    firsts = {
+        c["stream_id"]: c["windows"][0] for c in d.commits() if c["windows"][0]["start_ms"] == T0
+    }
+    assert {s: w["reason"] for s, w in firsts.items()} == dict.fromkeys(S_STREAMS, "ack")
+    assert d.bypassed() == []
