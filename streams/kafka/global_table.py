@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -28,7 +29,8 @@ log = logging.getLogger("streams.kafka")
 
 V = TypeVar("V")
 POLL_S = 0.2
-WATERMARKS_TIMEOUT_S = 10.0
+WATERMARKS_TIMEOUT_S = 30.0
+WATERMARKS_CALL_S = 5.0
 MAX_OFFSET = 2**63 - 1
 
 
@@ -112,19 +114,27 @@ class GlobalTable(Generic[V]):
             consumer.close()
 
     def _find_targets(self, consumer: Consumer) -> None:
-        """Each partition's end offset now (one that cannot be had waits for its end event)."""
+        """Each partition's end offset now. A topic just created has no leader for a moment
+        (NOT_LEADER_FOR_PARTITION): asked again until `WATERMARKS_TIMEOUT_S`, after which that
+        partition waits for its end event."""
+        deadline = time.monotonic() + WATERMARKS_TIMEOUT_S
         for p in range(self._partitions):
-            try:
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, p), timeout=WATERMARKS_TIMEOUT_S, cached=False
-                )
-            except KafkaException as exc:
-                log.warning("end offset of %s[%d] not found: %s", self.topic, p, exc)
-                continue
-            if high <= 0:
-                self._ends.add(p)  # empty
-            else:
-                self._targets[p] = high
+            while not self._stop.is_set():
+                try:
+                    _, high = consumer.get_watermark_offsets(
+                        TopicPartition(self.topic, p), timeout=WATERMARKS_CALL_S, cached=False
+                    )
+                except KafkaException as exc:
+                    if time.monotonic() < deadline:
+                        time.sleep(POLL_S)
+                        continue
+                    log.warning("end offset of %s[%d] not found: %s", self.topic, p, exc)
+                    break
+                if high <= 0:
+                    self._ends.add(p)  # empty
+                else:
+                    self._targets[p] = high
+                break
 
     def _apply(self, key: bytes | None, raw: bytes | None) -> None:
         if key is None:
