@@ -12,16 +12,28 @@ clock of the publisher against the reader's: keep the hosts' clocks in step (NTP
 
 When a source leaves outage, `refresh` returns the local streams it holds, for their next tick
 to release them (streams.core.outage.release) inside their partition.
+
+The guard **knows** a source's state only once every partition it owns is rebuilt (`expect`,
+then `built`) and its reader has read the `health` topic to its end (`caught_up`), and a
+`refresh` has decided from that. Until then (a start, a restart after any downtime, a new
+partition, an abort), `hold_ms` holds every stream that names a source and nothing is
+released: a stream whose source is in outage must not be bypassed because its counts were not
+read yet (after a restart longer than `stale_ms` even its own partitions' entries are stale).
+This only postpones a bypass by the seconds the guard takes to know, and a hold it starts in a
+source that turns out healthy is released at once (its window then bypasses at its next
+failure, its budget being spent). Should `health` stay unread for `stale_ms` after the
+partitions are rebuilt, the guard decides from what it has (logged).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from streams.coordinator.settings import CoordinatorSettings
 from streams.core import OutagePolicy, SourceCounts, StreamState, in_outage, is_failing
-from streams.core.outage import hold_started_ms
+from streams.core.outage import held_in_flight_before, hold_started_ms
 from streams.kafka.global_table import GlobalTable
 from streams.wire import (
     HealthMessage,
@@ -30,6 +42,8 @@ from streams.wire import (
     encode_health,
     health_key,
 )
+
+log = logging.getLogger("streams.coordinator")
 
 DEFAULT_PUBLISH_MS = 1_000
 DEFAULT_STALE_MS = 30_000
@@ -58,17 +72,25 @@ class SourceHealth:
         view: Callable[[], Mapping[bytes, HealthMessage]] = dict,
         publish_ms: int = DEFAULT_PUBLISH_MS,
         stale_ms: int = DEFAULT_STALE_MS,
+        caught_up: Callable[[], bool] = lambda: True,
     ) -> None:
+        """`view`: the `health` topic's latest entry per key; `caught_up`: whether that view
+        has been read to the topic's end once (see the module's docstring)."""
         self.policy = policy
         self.owner = owner
         self.publish_ms = publish_ms
         self.stale_ms = stale_ms
         self._view = view
+        self._caught_up = caught_up
+        self._expected: set[int] = set()  # owned partitions (built or to be rebuilt)
+        self._known = False  # a refresh decided with every count in: see `known`
+        self._unknown_since_ms: int | None = None  # the first refresh that could not know
         self._streams: _Streams = {}
         self._counts: dict[int, dict[str, list[int]]] = {}  # partition -> source -> [f, t]
         self._held: dict[str, int] = {}  # source -> local streams with a held window
         self._built: set[int] = set()
         self._outages: dict[str, Outage] = {}
+        self._recovered_ms: dict[str, int] = {}  # source -> when it last left outage
         self._published_ms: int | None = None
 
     # -- local counts --------------------------------------------------------------------
@@ -115,6 +137,13 @@ class SourceHealth:
             if not held:
                 del self._held[entry[0]]
 
+    def expect(self, partitions: Iterable[int]) -> None:
+        """Partitions assigned (or to be rebuilt after an abort): until they are `built`, the
+        guard does not know its sources' state."""
+        self._expected.update(partitions)
+        self._known = False
+        self._unknown_since_ms = None
+
     def built(self, partitions: set[int]) -> None:
         """Every stream of `partitions` has been noted: their counts are complete."""
         self._built |= partitions
@@ -126,14 +155,28 @@ class SourceHealth:
                 self._count(p, entry, -1)
             self._counts.pop(p, None)
             self._built.discard(p)
+            self._expected.discard(p)
 
     # -- the decision --------------------------------------------------------------------
 
+    @property
+    def known(self) -> bool:
+        """Whether the last `refresh` decided with every count in (see the module's docstring);
+        until then every stream that names a source is held."""
+        return self._known
+
     def hold_ms(self, state: StreamState) -> int:
-        """The `max_hold_ms` to decide the stream with (0 unless its source is in outage)."""
+        """The `max_hold_ms` to decide the stream with: 0 unless its source is in outage, or
+        the guard does not know yet whether it is, or a held window of it still waits for the
+        result of an attempt sent before its source recovered (a failure from the outage,
+        read after it ended: results of other partitions, or of a lagging worker, come late)."""
         source = state.config.source
-        if source is None or source not in self._outages:
+        if source is None:
             return 0
+        if self._known and source not in self._outages:
+            recovered_ms = self._recovered_ms.get(source)
+            if recovered_ms is None or not held_in_flight_before(state, recovered_ms):
+                return 0
         return self.policy.max_hold_ms
 
     def totals(self, now_ms: int) -> dict[str, SourceCounts]:
@@ -153,8 +196,35 @@ class SourceHealth:
                 acc[1] += c.total
         return {source: SourceCounts(f, t) for source, (f, t) in sums.items()}
 
+    def _can_know(self, now_ms: int) -> bool:
+        """Whether every owned partition is rebuilt and `health` read to its end (or it has
+        not been for `stale_ms` since the partitions were: then decide from what there is)."""
+        if not self._expected <= self._built:
+            self._unknown_since_ms = None  # the bound counts from the rebuild
+            return False
+        if self._caught_up():
+            return True
+        since_ms = self._unknown_since_ms
+        if since_ms is None:
+            self._unknown_since_ms = now_ms
+            return False
+        if now_ms - since_ms < self.stale_ms:
+            return False
+        log.warning(
+            "the health topic is not read to its end %d ms after the rebuild; the outage "
+            "guard decides from the counts it has",
+            now_ms - since_ms,
+        )
+        return True
+
     def refresh(self, now_ms: int) -> list[tuple[int, str]]:
-        """Decide every source again; the local held streams whose source left outage."""
+        """Decide every source again; the local held streams whose source left outage (at the
+        refresh that first knows, those of every source not in outage)."""
+        first = not self._known
+        if first and not self._can_know(now_ms):
+            return []
+        self._known = True
+        self._unknown_since_ms = None
         before = self._outages
         after: dict[str, Outage] = {}
         held = self._held
@@ -165,7 +235,12 @@ class SourceHealth:
                     source, counts.failing, counts.total, since_ms, held.get(source, 0)
                 )
         self._outages = after
-        ended = set(before) - set(after)
+        ended = (set(self._held) if first else set(before)) - set(after)
+        recovered = self._recovered_ms
+        for source in ended:
+            recovered[source] = now_ms
+        for source in after:
+            recovered.pop(source, None)
         if not ended:
             return []
         return [
@@ -216,5 +291,6 @@ def guard(settings: CoordinatorSettings) -> tuple[SourceHealth, GlobalTable[Heal
         table.snapshot,
         settings.health_publish_ms,
         settings.health_stale_ms,
+        table.caught_up,
     )
     return health, table

@@ -101,6 +101,8 @@ class Ownership:
                 self._tick_sent.pop(p, None)
                 if self._catch_up_max_ms is not None:
                     self._catching_up[p] = self._monotonic_ms() + self._catch_up_max_ms
+        if self.health is not None:  # it knows its sources again once these are rebuilt
+            self.health.expect(self.unbuilt)
 
     def on_revoked(self, partitions: Iterable[int]) -> None:
         self._epoch += 1
@@ -135,6 +137,7 @@ class Ownership:
         self._held.clear()  # the rebuild indexes every stream again
         if self.health is not None:
             self.health.forget(self.assigned)
+            self.health.expect(self.assigned)
 
     def on_caught_up(self, partition: int) -> None:
         """The engine has read `results` of `partition` up to where they stood at assignment:

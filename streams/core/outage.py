@@ -1,14 +1,16 @@
 """The outage guard: when a shared source is down, hold its streams' time-based bypasses.
 
 A stream names its `source` in its config (streams without one share none). A stream is
-**failing** while one of its windows has failed and is not yet closed. A source is **in outage**
-when, over every partition and coordinator, at least `outage_min_streams` of its streams are
-failing and they make at least `outage_ratio` of them. While it is, each of its streams is
-decided with `max_hold_ms = outage_max_hold_ms` (else 0), so that a window whose retry budget
-(`bypass_after_ms`, from `first_failed_ms`) runs out keeps retrying instead of being bypassed
-(streams.core.hold), for at most `outage_max_hold_ms` from the failure that started its hold.
-Non-retryable kinds and `max_attempts` bypass as before. When the source recovers, `release`
-sends every held window out again at once; one that then acks carries `held_ms` in its commit.
+**failing** while one of its windows has failed and is not yet closed, unless it is paused.
+A source is **in outage** when, over every partition and coordinator, at least
+`outage_min_streams` of its streams are failing and they make at least `outage_ratio` of them.
+While it is, each of its streams is decided with `max_hold_ms = outage_max_hold_ms` (else 0),
+so that a window whose retry budget (`bypass_after_ms`, from `first_failed_ms`) runs out keeps
+retrying instead of being bypassed (streams.core.hold), for at most `outage_max_hold_ms` from
+the failure that started its hold. Non-retryable kinds and `max_attempts` bypass as before.
+When the source recovers, `release` sends every held window out again at once; one that then
+acks carries `held_ms` in its commit. A failure of an attempt sent before the recovery is the
+outage's, not the window's next one (`held_in_flight_before`).
 
 Pure: the counts come from the caller (streams.coordinator), time is an argument.
 """
@@ -69,7 +71,11 @@ def sources_in_outage(counts: Mapping[str, SourceCounts], policy: OutagePolicy) 
 
 
 def is_failing(state: StreamState) -> bool:
-    """Whether one of the stream's windows has failed and is not closed yet."""
+    """Whether one of the stream's windows has failed and is not closed yet, while the stream
+    is not paused: a paused stream tries nothing, so an old failure of it says nothing about
+    its source now (it would keep the source in outage for as long as it stays paused)."""
+    if state.paused:
+        return False
     for w in state.windows:  # noqa: SIM110 (a loop, not any(): this runs at every encode)
         if w.first_failed_ms is not None and not w.finished:
             return True
@@ -84,6 +90,18 @@ def hold_started_ms(state: StreamState) -> int | None:
         if at_ms is not None and not w.finished and (earliest is None or at_ms < earliest):
             earliest = at_ms
     return earliest
+
+
+def held_in_flight_before(state: StreamState, at_ms: int) -> bool:
+    """Whether a held window of the stream is in flight with an attempt dispatched before
+    `at_ms` (when its source recovered): that attempt's failure is one of the outage's, so it
+    is decided as held; only a failure of an attempt sent after the recovery is the "next
+    failure" that bypasses a released window."""
+    for w in state.windows:  # a loop, not any(): no list at every decision
+        sent_ms = w.dispatched_ms
+        if w.held_since_ms is not None and w.in_flight and sent_ms is not None and sent_ms < at_ms:
+            return True
+    return False
 
 
 def release(state: StreamState, now_ms: int) -> Decision:

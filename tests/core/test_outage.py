@@ -152,6 +152,17 @@ def test_a_stream_is_failing_from_a_failure_until_the_window_closes() -> None:
     assert not is_failing(state)
 
 
+def test_a_paused_stream_is_not_failing_until_it_resumes() -> None:
+    """A paused stream dispatches nothing, so its failed window says nothing about its source
+    now (issue 25, defect 7: paused failing streams kept a source in outage for good)."""
+    state, (task,) = started(at(10, 1))
+    apply_result(state, nack(task), at(10, 1, 5))
+    apply_control(state, Pause("cluster-a"), at(10, 1, 10))
+    assert not is_failing(state)
+    apply_control(state, Resume("cluster-a"), at(11, 1, 10))
+    assert is_failing(state)  # its window failed and is still open: failing again
+
+
 def test_a_bypassed_window_leaves_the_stream_not_failing() -> None:
     state, (task,) = started(at(10, 1), non_retryable={"bad_query"})
     apply_result(state, nack(task, "bad_query"), at(10, 1, 5))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -108,3 +109,56 @@ def test_a_consumer_that_stops_reading_while_entries_arrive_is_renewed_where_it_
         assert any("stalled, renewing its consumer" in r.message for r in caplog.records)
     finally:
         table.stop()
+
+
+def test_it_says_when_it_has_read_every_partition_as_far_as_it_stood(
+    kafka: KafkaSettings, unique: str
+) -> None:
+    """`caught_up`: an empty view is no outage only once the topic has been read (the outage
+    guard decides nothing before; issue 25, defect 6). Three topics: one written all along
+    (as `health` is: its end-of-partition event never comes), one whose last offset is a
+    transaction marker (no record is ever delivered there), and an empty one."""
+    busy, marked, empty = (f"health-{n}-{unique}" for n in ("busy", "marked", "empty"))
+    create_topics(
+        kafka,
+        [TopicSpec(t, 2, config={"cleanup.policy": "compact"}) for t in (busy, marked, empty)],
+    )
+    producer = Producer(kafka.producer())
+    for i in range(200):
+        producer.produce(busy, _entry(i, i % 5), health_key(i), partition=i % 2)
+    assert producer.flush(15) == 0
+    clients = TransactionalClients(
+        kafka, group_id=f"g-{unique}", transactional_id=f"t-{unique}", session_timeout_ms=10_000
+    )
+    clients.init_transactions()
+    clients.produce(marked, health_key(0), _entry(0, 1), 0)
+    clients.produce(marked, health_key(1), _entry(1, 1), 1)
+    clients.commit({})
+    stop = threading.Event()
+
+    def write_all_along() -> None:
+        i = 1000
+        while not stop.is_set():
+            producer.produce(busy, _entry(i, 1), health_key(i), partition=i % 2)
+            producer.flush(5)
+            i += 1
+            time.sleep(0.02)
+
+    writer = threading.Thread(target=write_all_along, daemon=True)
+    writer.start()
+    tables = [GlobalTable(kafka, t, decode_health, partitions=2) for t in (busy, marked, empty)]
+    assert not tables[0].caught_up()
+    for table in tables:
+        table.start()
+    try:
+        for table in tables:
+            _until(table.caught_up)
+        # all it held at start is in once it says so
+        assert {health_key(i) for i in range(200)} <= set(tables[0].snapshot())
+        assert set(tables[1].snapshot()) == {b"0", b"1"}
+        assert tables[2].snapshot() == {}
+    finally:
+        stop.set()
+        writer.join(10)
+        for table in tables:
+            table.stop()
