@@ -111,3 +111,33 @@ def partition_counts(
         for n in names
         if n in metadata.topics and metadata.topics[n].error is None
     }
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int  # -1 while the partition has none
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """Who is up and who leads what, as one metadata answer saw it."""
+
+    brokers: frozenset[int]  # registered, unfenced brokers
+    partitions: Mapping[tuple[str, int], PartitionState]
+
+
+def cluster_state(settings: KafkaSettings, timeout_s: float = 5.0) -> ClusterState:
+    """One metadata request from a fresh client (nothing cached from an earlier call).
+
+    Raises BrokerUnavailable when no broker answers within `timeout_s`.
+    """
+    with broker_errors(f"no metadata from {settings.bootstrap_servers}"):
+        metadata = AdminClient(settings.librdkafka(log_level=0)).list_topics(timeout=timeout_s)
+    partitions = {
+        (name, p.id): PartitionState(int(p.leader), tuple(p.replicas), tuple(p.isrs))
+        for name, topic in metadata.topics.items()
+        for p in topic.partitions.values()
+    }
+    return ClusterState(frozenset(metadata.brokers), partitions)

@@ -1,0 +1,93 @@
+"""The local three-node cluster: a partition's leader killed, the partition still written and
+read through the other two, and the node back in the ISR after its restart."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from streams.devbroker import LocalCluster
+from streams.kafka.admin import TopicSpec, create_topics
+
+pytestmark = pytest.mark.broker
+
+
+def produce(cluster: LocalCluster, topic: str, values: list[bytes]) -> None:
+    """Write `values` to partition 0 with acks=all (min ISR 2 of 3); fail on any error."""
+    failed: list[str] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    producer = Producer(cluster.settings.producer(acks="all", **{"enable.idempotence": True}))
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=delivered)
+    assert producer.flush(60) == 0, "records left unsent after 60 s"
+    assert failed == []
+
+
+def consume_all(cluster: LocalCluster, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer(cluster.settings.consumer(**{"group.id": f"{topic}-reader"}))
+    seen: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 60
+        while len(seen) < count and time.monotonic() < deadline:
+            for msg in consumer.consume(100, 0.5):
+                if msg.error() is None:
+                    seen.append(msg.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_a_killed_leader_moves_and_its_node_rejoins_the_isr(
+    kafka_cluster3: LocalCluster, unique: str
+) -> None:
+    cluster, topic = kafka_cluster3, f"cluster-{unique}"
+    create_topics(cluster.settings, [TopicSpec(topic, 1, replication=3)])
+    cluster.wait_isr(topic, 0, {1, 2, 3}, timeout_s=60)
+    before = [f"before-{i}".encode() for i in range(50)]
+    produce(cluster, topic, before)
+
+    leader = cluster.leader(topic, 0)
+    assert leader in {1, 2, 3}
+    cluster.kill(leader)
+    new_leader = cluster.wait_for(
+        "a new leader", lambda: (n := cluster.leader(topic, 0)) not in (-1, leader) and n, 60
+    )
+    assert new_leader != leader
+    after = [f"after-{i}".encode() for i in range(50)]
+    produce(cluster, topic, after)  # two replicas of three: min.insync.replicas holds
+    assert consume_all(cluster, topic, 100) == before + after
+
+    cluster.restart(leader)
+    cluster.wait_isr(topic, 0, {1, 2, 3}, timeout_s=120)
+    assert cluster.isr(topic, 0) == {1, 2, 3}
+    assert cluster.brokers() == {1, 2, 3}
+
+
+def test_a_paused_node_hangs_until_resumed_and_each_node_has_its_own_folder(
+    kafka_cluster3: LocalCluster,
+) -> None:
+    cluster = kafka_cluster3
+    node = cluster.node(3)
+    pid = node.running_pid()
+    assert pid is not None
+
+    def state() -> str:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+
+    cluster.pause(3)
+    assert state() == "T"
+    cluster.resume(3)
+    assert state() != "T"
+    assert len({n.home for n in cluster.nodes}) == 3
+    props = (node.home / "server.properties").read_text()
+    assert "min.insync.replicas=2" in props and "transaction.state.log.min.isr=2" in props
+    assert "offsets.topic.replication.factor=3" in props
+    assert props.count("@127.0.0.1:") == 3  # one voters list of all three nodes
