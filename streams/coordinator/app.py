@@ -21,14 +21,14 @@ from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.coordinator.catchup import CatchUp
-from streams.coordinator.gauges import ConsumerLagCollector, consumer_groups
+from streams.coordinator.gauges import consumer_lag_collector
 from streams.coordinator.health import guard
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
 from streams.errors import TidemarkError
-from streams.kafka.lag import LagReader, backlog
+from streams.kafka.lag import backlog
 from streams.kafka.output import KafkaOutput
 
 log = logging.getLogger("streams.coordinator")
@@ -262,7 +262,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
             }
         )
 
-    lag = ConsumerLagCollector(LagReader(settings.kafka, consumer_groups(t)))
+    lag = consumer_lag_collector(settings.kafka, t)
     metrics.registry.register(lag)
 
     @app.task  # type: ignore[untyped-decorator]  # at start-up, after recovery
