@@ -123,7 +123,8 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         store="rocksdb://",
         datadir=str(settings.data_dir),
         topic_partitions=settings.partitions,
-        topic_replication_factor=settings.replication,
+        # What prepare_topics chose; Faust creates only its own leader topic with it.
+        topic_replication_factor=settings.replication or 1,
         processing_guarantee="at_least_once",  # exactly_once is not dependable in Faust
         consumer_auto_offset_reset="earliest",
         broker_commit_interval=0.5,
@@ -320,7 +321,7 @@ class CoordinatorWorker(faust.Worker):
 
 def run(settings: CoordinatorSettings, loglevel: str = "info") -> None:
     """Run a coordinator in the foreground until SIGTERM or Ctrl-C (stops within 10 s)."""
-    prepare_topics(settings)
+    settings = prepare_topics(settings)  # with the replication the cluster chose
     app, _ = build_app(settings)
     worker = CoordinatorWorker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource  # not re-exported for type checkers
+from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
 from streams.errors import BrokerUnavailable
@@ -20,8 +22,29 @@ from streams.kafka.settings import KafkaSettings
 class TopicSpec:
     name: str
     partitions: int
-    replication: int = 1
+    replication: int | None = None  # None: the cluster's (replication_for)
     config: Mapping[str, str] = field(default_factory=dict)
+
+
+# From this many brokers on, topics take the brokers' default.replication.factor.
+REPLICATED_FROM_BROKERS = 3
+
+
+def replication_for(brokers: int, broker_default: int) -> int:
+    """The replication factor of a topic created without one.
+
+    Three brokers or more: the brokers' own `default.replication.factor` (production sets it to
+    3, with `min.insync.replicas` 2, which topics take from the brokers too). Fewer: 1, which
+    a development broker or two can always hold, whatever their default says.
+    """
+    return broker_default if brokers >= REPLICATED_FROM_BROKERS else 1
+
+
+@dataclass(frozen=True)
+class ReplicationDefaults:
+    brokers: int
+    replication: int  # what a topic created without one gets: replication_for
+    min_insync: int | None  # the brokers' min.insync.replicas; read from three brokers on
 
 
 def admin_client(settings: KafkaSettings) -> AdminClient:
@@ -69,18 +92,22 @@ def create_topics(
     settings: KafkaSettings, specs: Iterable[TopicSpec], timeout_s: float = 30.0
 ) -> list[str]:
     """Create the topics that are missing; return the names created. Existing ones are kept."""
+    specs = list(specs)
+    if not specs:
+        return []
     client = admin_client(settings)
+    default = 1
+    if any(s.replication is None for s in specs):
+        default = replication_defaults(settings, timeout_s).replication
     new = [
         NewTopic(
             s.name,
             num_partitions=s.partitions,
-            replication_factor=s.replication,
+            replication_factor=default if s.replication is None else s.replication,
             config=dict(s.config),
         )
         for s in specs
     ]
-    if not new:
-        return []
     created: list[str] = []
     for name, future in client.create_topics(new, request_timeout=timeout_s).items():
         try:
@@ -141,3 +168,35 @@ def cluster_state(settings: KafkaSettings, timeout_s: float = 5.0) -> ClusterSta
         for p in topic.partitions.values()
     }
     return ClusterState(frozenset(metadata.brokers), partitions)
+
+
+def replication_defaults(settings: KafkaSettings, timeout_s: float = 10.0) -> ReplicationDefaults:
+    """How many brokers there are and what replication topics take by default (one broker's
+    `default.replication.factor` and `min.insync.replicas`, read from three brokers on).
+
+    Raises BrokerUnavailable when the cluster does not answer within `timeout_s`.
+    """
+    client = AdminClient(settings.librdkafka(log_level=0))
+    with broker_errors(f"could not read the brokers' defaults at {settings.bootstrap_servers}"):
+        brokers = sorted(client.list_topics(timeout=timeout_s).brokers)
+        if len(brokers) < REPLICATED_FROM_BROKERS:
+            return ReplicationDefaults(len(brokers), 1, None)
+        broker = ConfigResource(ResourceType.BROKER, str(brokers[0]))
+        future = client.describe_configs([broker], request_timeout=timeout_s)[broker]
+        configs = future.result(timeout=timeout_s)
+    default = int(configs["default.replication.factor"].value)
+    min_insync = int(configs["min.insync.replicas"].value)
+    return ReplicationDefaults(len(brokers), replication_for(len(brokers), default), min_insync)
+
+
+def topic_config(settings: KafkaSettings, topic: str, timeout_s: float = 10.0) -> dict[str, str]:
+    """A topic's effective configuration (its own settings and the brokers' defaults).
+
+    Raises BrokerUnavailable when the cluster does not answer within `timeout_s`.
+    """
+    client = AdminClient(settings.librdkafka(log_level=0))
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    with broker_errors(f"could not read the configuration of topic {topic}"):
+        future = client.describe_configs([resource], request_timeout=timeout_s)[resource]
+        entries = future.result(timeout=timeout_s)
+    return {name: entry.value for name, entry in entries.items() if entry.value is not None}

@@ -1,5 +1,6 @@
-"""The local three-node cluster: a partition's leader killed, the partition still written and
-read through the other two, and the node back in the ISR after its restart."""
+"""On the local three-node cluster: a partition's leader killed, the partition still written and
+read through the other two, and the node back in the ISR after its restart; a paused node;
+the replication of the coordinator's topics."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from streams.coordinator.settings import CoordinatorSettings
+from streams.coordinator.startup import prepare_topics
+from streams.coordinator.topics import Topics
 from streams.devbroker import LocalCluster
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import TopicSpec, create_topics, topic_config
 
 pytestmark = pytest.mark.broker
 
@@ -82,12 +86,41 @@ def test_a_paused_node_hangs_until_resumed_and_each_node_has_its_own_folder(
     def state() -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
 
+    # A signal is delivered asynchronously: the state changes within moments, not at once.
     cluster.pause(3)
-    assert state() == "T"
+    cluster.wait_for("node 3 stopped", lambda: state() == "T", timeout_s=5)
     cluster.resume(3)
-    assert state() != "T"
+    cluster.wait_for("node 3 running again", lambda: state() != "T", timeout_s=5)
     assert len({n.home for n in cluster.nodes}) == 3
     props = (node.home / "server.properties").read_text()
     assert "min.insync.replicas=2" in props and "transaction.state.log.min.isr=2" in props
     assert "offsets.topic.replication.factor=3" in props
     assert props.count("@127.0.0.1:") == 3  # one voters list of all three nodes
+
+
+def test_the_coordinators_topics_take_the_clusters_replication_unless_set(
+    kafka_cluster3: LocalCluster, unique: str
+) -> None:
+    # Here rather than in tests/coordinator: the module's cluster is already up.
+    cluster = kafka_cluster3
+    defaults = CoordinatorSettings(kafka=cluster.settings, topics=Topics(f"rf-{unique}"))
+    prepare_topics(defaults)
+    chosen = CoordinatorSettings(
+        kafka=cluster.settings, topics=Topics(f"rf2-{unique}"), replication=2,
+        min_insync_replicas=1,
+    )  # fmt: skip
+    prepare_topics(chosen)
+
+    for settings, replicas in ((defaults, 3), (chosen, 2)):
+        names = {s.name for s in settings.topics.specs(partitions=1)}
+
+        def replication(names: set[str] = names) -> dict[str, int] | None:
+            """Replicas per topic once every broker answering knows all the new topics."""
+            partitions = cluster.state().partitions.items()
+            found = {t: len(p.replicas) for (t, _), p in partitions if t in names}
+            return found if found.keys() == names else None
+
+        found = cluster.wait_for("the new topics in the metadata", replication, timeout_s=30)
+        assert found == dict.fromkeys(names, replicas)
+    assert topic_config(cluster.settings, defaults.topics.results)["min.insync.replicas"] == "2"
+    assert topic_config(cluster.settings, chosen.topics.results)["min.insync.replicas"] == "1"
