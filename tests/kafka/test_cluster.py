@@ -1,9 +1,10 @@
 """On the local three-node cluster: a partition's leader killed, the partition still written and
 read through the other two, and the node back in the ISR after its restart; a paused node;
-the replication of the coordinator's topics."""
+the replication of the coordinator's topics; the lag reader while its group coordinator moves."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
 from streams.coordinator.topics import Topics
 from streams.devbroker import LocalCluster
+from streams.errors import BrokerUnavailable
 from streams.kafka.admin import TopicSpec, create_topics, topic_config
+from streams.kafka.lag import LagReader, LagRow
 
 pytestmark = pytest.mark.broker
 
@@ -124,3 +127,63 @@ def test_the_coordinators_topics_take_the_clusters_replication_unless_set(
         assert found == dict.fromkeys(names, replicas)
     assert topic_config(cluster.settings, defaults.topics.results)["min.insync.replicas"] == "2"
     assert topic_config(cluster.settings, chosen.topics.results)["min.insync.replicas"] == "1"
+
+
+def offsets_partition(group: str, partitions: int = 6) -> int:
+    """The `__consumer_offsets` partition (so the coordinator) of a group, as Kafka picks it:
+    Java's String.hashCode, made positive, modulo the partitions (6 on the local nodes)."""
+    h = 0
+    for char in group:  # ASCII group ids: one UTF-16 unit each
+        h = (31 * h + ord(char)) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return 0 if signed == -(1 << 31) else abs(signed) % partitions
+
+
+def test_the_lag_reader_rides_through_its_group_coordinator_moving(
+    kafka_cluster3: LocalCluster, unique: str
+) -> None:
+    # The fault that crashed the coordinator natively in librdkafka's admin worker
+    # (librdkafka#5040): NOT_COORDINATOR while the group coordinator moves in a rolling restart.
+    cluster, topic, group = kafka_cluster3, f"lagmove-{unique}", f"lagmove-{unique}-g"
+    create_topics(cluster.settings, [TopicSpec(topic, 1, replication=3)])
+    produce(cluster, topic, [b"x"] * 30)
+    committer = Consumer(cluster.settings.librdkafka(**{"group.id": group}))
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 20)], asynchronous=False)
+    finally:
+        committer.close()
+    expected = [LagRow(group, topic, 0, committed=20, high_watermark=30, lag=10)]
+    reader = LagReader(cluster.settings, group, topics=[topic])
+    assert reader() == expected
+    coordinator = cluster.leader("__consumer_offsets", offsets_partition(group))
+
+    reads: list[str] = []
+    stop = threading.Event()
+
+    def read_lag() -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    reads.append("ok" if reader() == expected else "wrong")
+                except BrokerUnavailable:
+                    reads.append("unavailable")  # allowed while the coordinator moves
+                except Exception as exc:  # anything else would reach the coordinator
+                    reads.append(repr(exc))
+                stop.wait(0.2)
+        finally:
+            reader.close()
+
+    thread = threading.Thread(target=read_lag, name="lag-reads")
+    thread.start()
+    try:
+        cluster.stop_node(coordinator)  # a controlled shutdown moves the coordinator away
+        moved = cluster.leader("__consumer_offsets", offsets_partition(group))
+        cluster.restart(coordinator)
+        during = len(reads)
+        cluster.wait_for("lag read after the restart", lambda: reads[during:].count("ok") >= 3, 60)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert moved != coordinator
+    assert set(reads) <= {"ok", "unavailable"}, reads
+    assert during > 0 and reads[-1] == "ok"
