@@ -25,12 +25,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
 
 from streams.kafka.admin import admin_client
-from streams.kafka.errors import broker_errors
+from streams.kafka.errors import broker_errors, error_code
 from streams.kafka.settings import KafkaSettings
 
 Partitions = list[tuple[str, int]]
@@ -61,9 +61,13 @@ class CommittedOffsets:
         self._consumers: dict[str, Any] = {}
 
     def read(
-        self, group: str, partitions: Partitions, timeout_s: float
+        self, group: str, partitions: Partitions, timeout_s: float, strict: bool = True
     ) -> dict[tuple[str, int], int]:
-        """``{(topic, partition): offset}`` of the partitions the group has committed."""
+        """``{(topic, partition): offset}`` of the partitions the group has committed.
+
+        A partition answered with an error raises KafkaException when ``strict``; else it is
+        left out, as if the group had committed nothing there.
+        """
         if not partitions:
             return {}
         consumer = self._consumers.get(group)
@@ -85,6 +89,9 @@ class CommittedOffsets:
         answer = consumer.committed(
             [TopicPartition(t, p) for t, p in partitions], timeout=timeout_s
         )
+        failed = [tp.error for tp in answer if tp.error is not None]
+        if failed and strict:
+            raise KafkaException(failed[0])
         return {
             (tp.topic, tp.partition): tp.offset
             for tp in answer
@@ -127,8 +134,12 @@ def consumer_lag(
             partitions = sorted({(topic, p) for _, topic, p in committed})
             if not partitions:
                 return []
-            high = _offsets(client, partitions, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
-            low = _offsets(client, partitions, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
+            # Strict: while a leader moves, a partition can fail to answer (NOT_LEADER,
+            # OFFSET_NOT_AVAILABLE), and leaving it out would drop its row for one refresh;
+            # raising skips the refresh, and the collector serves the last full one.
+            latest, earliest = OffsetSpec.latest(), OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+            high = _offsets(client, partitions, latest, timeout_s, strict=True)
+            low = _offsets(client, partitions, earliest, timeout_s, strict=True)
     finally:
         if offsets is None:
             reader.close()
@@ -165,7 +176,8 @@ def backlog(
     tps = [(topic, p) for p in wanted]
     try:
         with broker_errors(f"could not read where group {group!r} stands on {topic!r}"):
-            committed = reader.read(group, tps, timeout_s)
+            # Lenient, as before: the partitions that answer get their catch-up expectation.
+            committed = reader.read(group, tps, timeout_s, strict=False)
             high = _offsets(client, tps, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
             low = _offsets(client, tps, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
     finally:
@@ -238,15 +250,28 @@ def _partitions(client: AdminClient, topics: Iterable[str] | None, timeout_s: fl
     ]
 
 
+# A partition that is gone (its topic deleted since the group committed to it) has no lag.
+_GONE = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+)
+
+
 def _offsets(
-    client: AdminClient, partitions: Partitions, spec: OffsetSpec, timeout_s: float
+    client: AdminClient,
+    partitions: Partitions,
+    spec: OffsetSpec,
+    timeout_s: float,
+    strict: bool = False,
 ) -> dict[tuple[str, int], int]:
+    """Each partition's offset at ``spec``. A partition that is gone is left out; one that
+    fails otherwise too, or raises KafkaException when ``strict``."""
     request = {TopicPartition(topic, p): spec for topic, p in partitions}
     futures = client.list_offsets(request, request_timeout=timeout_s)
     found = {}
     for tp, future in futures.items():
         try:
             found[(tp.topic, tp.partition)] = _wait(future, timeout_s).offset
-        except KafkaException:
-            continue  # e.g. a topic deleted since the group committed to it
+        except KafkaException as exc:
+            if strict and error_code(exc) not in _GONE:
+                raise
     return found

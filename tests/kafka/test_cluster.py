@@ -164,9 +164,11 @@ def test_the_lag_reader_rides_through_its_group_coordinator_moving(
         try:
             while not stop.is_set():
                 try:
-                    reads.append("ok" if reader() == expected else "wrong")
+                    rows = reader()
+                    reads.append("ok" if rows == expected else f"wrong: {rows}")
                 except BrokerUnavailable:
-                    reads.append("unavailable")  # allowed while the coordinator moves
+                    reads.append("unavailable")  # allowed while the coordinator moves: the
+                    # collector serves the last rows meanwhile
                 except Exception as exc:  # anything else would reach the coordinator
                     reads.append(repr(exc))
                 stop.wait(0.2)

@@ -124,3 +124,48 @@ def test_backlog_reads_the_committed_offsets_through_a_consumer_too() -> None:
     offsets = CommittedOffsets(SETTINGS, new_consumer=FakeConsumer)
     found = backlog(SETTINGS, "g-a", "t", [0, 1], admin=FakeAdmin(), offsets=offsets)  # type: ignore[arg-type]
     assert found == {0: (4, 10), 1: (2, 6)}
+
+
+class LeaderMovingAdmin(FakeAdmin):
+    """Watermarks of one partition fail: NOT_LEADER while its leader moves, or gone."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def list_offsets(self, request: dict[TopicPartition, Any], request_timeout: float) -> Any:
+        answers = super().list_offsets(request, request_timeout)
+        for tp in answers:
+            if (tp.topic, tp.partition) == ("t", 1):
+                failed: Future[Any] = Future()
+                failed.set_exception(KafkaException(KafkaError(self.code)))
+                answers[tp] = failed
+        return answers
+
+
+def test_a_partial_answer_is_no_lag_read_unless_the_partition_is_gone() -> None:
+    # A row missing for one refresh would look like a partition without lag: the refresh is
+    # skipped instead (the collector serves the last full rows). A deleted topic has no lag.
+    offsets = CommittedOffsets(SETTINGS, new_consumer=FakeConsumer)
+    moving = LeaderMovingAdmin(KafkaError.NOT_LEADER_FOR_PARTITION)
+    with pytest.raises(BrokerUnavailable, match="consumer lag"):
+        consumer_lag(SETTINGS, "g-", admin=moving, offsets=offsets)  # type: ignore[arg-type]
+    gone = LeaderMovingAdmin(KafkaError.UNKNOWN_TOPIC_OR_PART)
+    rows = consumer_lag(SETTINGS, "g-", admin=gone, offsets=offsets)  # type: ignore[arg-type]
+    assert [(r.topic, r.partition) for r in rows] == [("t", 0)]
+    # The backlog at assignment stays lenient: the partitions that answer get their numbers.
+    assert backlog(SETTINGS, "g-a", "t", [0, 1], admin=moving, offsets=offsets) == {0: (4, 10)}  # type: ignore[arg-type]
+
+
+def test_a_committed_offset_answered_with_an_error_is_no_lag_read() -> None:
+    class ErringConsumer(FakeConsumer):
+        def committed(self, partitions: list[TopicPartition], timeout: float) -> Any:
+            answer: list[Any] = super().committed(partitions, timeout)
+            first = answer[0]  # TopicPartition.error is read-only: a stand-in with an error
+            error = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+            answer[0] = SimpleNamespace(topic=first.topic, partition=first.partition,
+                                        offset=first.offset, error=error)  # fmt: skip
+            return answer
+
+    offsets = CommittedOffsets(SETTINGS, new_consumer=ErringConsumer)
+    with pytest.raises(BrokerUnavailable, match="consumer lag"):
+        consumer_lag(SETTINGS, "g-", admin=FakeAdmin(), offsets=offsets)  # type: ignore[arg-type]
