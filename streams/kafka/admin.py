@@ -88,18 +88,39 @@ def wait_ready(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
         time.sleep(0.1)
 
 
+# A request lost in flight, not refused: librdkafka replaced the broker handle it went to (it
+# swaps the handles of the bootstrap addresses for the brokers it learns: seen right after a
+# three-node cluster started), or the controller moved. Sent again, the topic is created or
+# already exists.
+_RESEND = frozenset(
+    {
+        KafkaError._DESTROY_BROKER,
+        KafkaError._TRANSPORT,
+        KafkaError.NOT_CONTROLLER,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+
+
 def create_topics(
-    settings: KafkaSettings, specs: Iterable[TopicSpec], timeout_s: float = 30.0
+    settings: KafkaSettings,
+    specs: Iterable[TopicSpec],
+    timeout_s: float = 30.0,
+    admin: AdminClient | None = None,
 ) -> list[str]:
-    """Create the topics that are missing; return the names created. Existing ones are kept."""
+    """Create the topics that are missing; return the names created. Existing ones are kept.
+
+    A request lost in flight (_RESEND) is sent again until `timeout_s`; a topic it created
+    anyway then counts as existing.
+    """
     specs = list(specs)
     if not specs:
         return []
-    client = admin_client(settings)
+    client = admin_client(settings) if admin is None else admin
     default = 1
     if any(s.replication is None for s in specs):
         default = replication_defaults(settings, timeout_s).replication
-    new = [
+    pending = [
         NewTopic(
             s.name,
             num_partitions=s.partitions,
@@ -108,19 +129,31 @@ def create_topics(
         )
         for s in specs
     ]
+    deadline = time.monotonic() + timeout_s
     created: list[str] = []
-    for name, future in client.create_topics(new, request_timeout=timeout_s).items():
-        try:
-            future.result(timeout=timeout_s)
-            created.append(name)
-        except concurrent.futures.TimeoutError:
-            raise BrokerUnavailable(
-                f"no answer from {settings.bootstrap_servers} creating topic {name} "
-                f"within {timeout_s:g} s"
-            ) from None
-        except KafkaException as exc:
-            if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
+    while pending:
+        remaining_s = max(0.1, deadline - time.monotonic())
+        again: set[str] = set()
+        for name, future in client.create_topics(pending, request_timeout=remaining_s).items():
+            try:
+                future.result(timeout=remaining_s)
+                created.append(name)
+            except concurrent.futures.TimeoutError:
+                raise BrokerUnavailable(
+                    f"no answer from {settings.bootstrap_servers} creating topic {name} "
+                    f"within {timeout_s:g} s"
+                ) from None
+            except KafkaException as exc:
+                code = error_code(exc)
+                if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                if code in _RESEND and time.monotonic() < deadline:
+                    again.add(name)
+                    continue
                 raise BrokerUnavailable(f"could not create topic {name}: {exc}") from exc
+        pending = [t for t in pending if t.topic in again]
+        if pending:
+            time.sleep(0.2)
     return created
 
 
@@ -177,13 +210,21 @@ def replication_defaults(settings: KafkaSettings, timeout_s: float = 10.0) -> Re
     Raises BrokerUnavailable when the cluster does not answer within `timeout_s`.
     """
     client = AdminClient(settings.librdkafka(log_level=0))
+    deadline = time.monotonic() + timeout_s
     with broker_errors(f"could not read the brokers' defaults at {settings.bootstrap_servers}"):
         brokers = sorted(client.list_topics(timeout=timeout_s).brokers)
         if len(brokers) < REPLICATED_FROM_BROKERS:
             return ReplicationDefaults(len(brokers), 1, None)
         broker = ConfigResource(ResourceType.BROKER, str(brokers[0]))
-        future = client.describe_configs([broker], request_timeout=timeout_s)[broker]
-        configs = future.result(timeout=timeout_s)
+        while True:  # sent again when lost in flight, as in create_topics
+            future = client.describe_configs([broker], request_timeout=timeout_s)[broker]
+            try:
+                configs = future.result(timeout=timeout_s)
+                break
+            except KafkaException as exc:
+                if error_code(exc) not in _RESEND or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.2)
     default = int(configs["default.replication.factor"].value)
     min_insync = int(configs["min.insync.replicas"].value)
     return ReplicationDefaults(len(brokers), replication_for(len(brokers), default), min_insync)
