@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from streams.devbroker import LocalCluster
 from streams.kafka.settings import KafkaSettings
 from tests.support.broker import kafka_cluster
+from tests.support.cluster import local_cluster
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +26,20 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def kafka(kafka_bootstrap: str) -> KafkaSettings:
     return KafkaSettings(kafka_bootstrap)
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster3_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kafka_cluster3(kafka_cluster3_module: LocalCluster) -> LocalCluster:
+    """A three-node cluster (replication 3, min ISR 2) shared by the module's tests, started
+    only for a module that asks; each test gets it with all three nodes up."""
+    kafka_cluster3_module.heal()
+    return kafka_cluster3_module
 
 
 @pytest.fixture

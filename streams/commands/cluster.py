@@ -55,7 +55,11 @@ def create_topics_command(
     ] = None,
     replication: Annotated[
         int | None,
-        typer.Option(min=1, help="replication factor [env TIDEMARK_REPLICATION, 1]"),
+        typer.Option(
+            min=1,
+            help="replication factor [env TIDEMARK_REPLICATION; default: the cluster's "
+            "default.replication.factor on 3 brokers or more, else 1]",
+        ),
     ] = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
@@ -68,7 +72,7 @@ def create_topics_command(
     """
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     count = partitions or _env_int("TIDEMARK_PARTITIONS", 6)
-    specs = env.topics.specs(count, replication or _env_int("TIDEMARK_REPLICATION", 1))
+    specs = env.topics.specs(count, replication or _env_int("TIDEMARK_REPLICATION", 0) or None)
     env.connect()
     created = set(create_topics(env.settings, specs))
     counts = partition_counts(env.settings, [s.name for s in specs], env.connect_timeout_s)

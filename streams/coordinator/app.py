@@ -21,14 +21,14 @@ from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.coordinator.catchup import CatchUp
-from streams.coordinator.gauges import ConsumerLagCollector, consumer_groups
+from streams.coordinator.gauges import consumer_lag_collector
 from streams.coordinator.health import guard
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
 from streams.errors import TidemarkError
-from streams.kafka.lag import LagReader, backlog
+from streams.kafka.lag import backlog
 from streams.kafka.output import KafkaOutput
 
 log = logging.getLogger("streams.coordinator")
@@ -123,7 +123,8 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         store="rocksdb://",
         datadir=str(settings.data_dir),
         topic_partitions=settings.partitions,
-        topic_replication_factor=settings.replication,
+        # What prepare_topics chose; Faust creates only its own leader topic with it.
+        topic_replication_factor=settings.replication or 1,
         processing_guarantee="at_least_once",  # exactly_once is not dependable in Faust
         consumer_auto_offset_reset="earliest",
         broker_commit_interval=0.5,
@@ -262,7 +263,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
             }
         )
 
-    lag = ConsumerLagCollector(LagReader(settings.kafka, consumer_groups(t)))
+    lag = consumer_lag_collector(settings.kafka, t)
     metrics.registry.register(lag)
 
     @app.task  # type: ignore[untyped-decorator]  # at start-up, after recovery
@@ -320,7 +321,7 @@ class CoordinatorWorker(faust.Worker):
 
 def run(settings: CoordinatorSettings, loglevel: str = "info") -> None:
     """Run a coordinator in the foreground until SIGTERM or Ctrl-C (stops within 10 s)."""
-    prepare_topics(settings)
+    settings = prepare_topics(settings)  # with the replication the cluster chose
     app, _ = build_app(settings)
     worker = CoordinatorWorker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()

@@ -22,7 +22,7 @@ from typing import Any
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
 from streams.coordinator.crash_points import CrashHook
-from streams.coordinator.gauges import ConsumerLagCollector, consumer_groups
+from streams.coordinator.gauges import consumer_lag_collector
 from streams.coordinator.health import guard
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.pacing import AbortStreak, CommitPacing
@@ -35,7 +35,6 @@ from streams.coordinator.watchdog import LoopWatchdog
 from streams.coordinator.web import HealthServer
 from streams.errors import TidemarkError
 from streams.kafka.changelog import ChangelogReader
-from streams.kafka.lag import LagReader
 from streams.kafka.transactions import (
     TransactionAborted,
     TransactionalClients,
@@ -402,7 +401,7 @@ def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None
     gc.set_threshold(GC_THRESHOLD, 20, 100)
     engine = ConfluentEngine(settings)
     serve_stop_signals(engine.request_stop)
-    lag = ConsumerLagCollector(LagReader(settings.kafka, consumer_groups(settings.topics)))
+    lag = consumer_lag_collector(settings.kafka, settings.topics)
     engine.metrics.registry.register(lag)
     web = HealthServer(
         settings.web_host, settings.web_port, engine.health, engine.metrics.registry

@@ -19,8 +19,8 @@ from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
 
 from streams.coordinator.health import Outage
 from streams.coordinator.topics import Topics
-from streams.errors import TidemarkError
-from streams.kafka.lag import LagRow
+from streams.kafka.lag import LagReader, LagRow
+from streams.kafka.settings import KafkaSettings
 
 if TYPE_CHECKING:
     from streams.coordinator.metrics import CoordinatorMetrics
@@ -151,6 +151,11 @@ class ConsumerLagCollector:
     Kafka admin calls take up to seconds, so a scrape never makes them: it reads the last rows,
     which ``fetch`` refreshes every ``interval_s`` between ``start()`` and ``stop()``. Rows older
     than ``stale_after_s`` (the cluster stopped answering) are no longer served.
+
+    It fails soft: a gauge must never take the coordinator down. Whatever ``fetch`` raises ends
+    that refresh only (the last rows stay until stale), with a WARNING at most once every
+    ``warn_every_s`` that counts the failures in between. ``close`` (the reader's clients) is
+    called from the refresh thread itself when it ends, never under a refresh in flight.
     """
 
     def __init__(
@@ -158,12 +163,21 @@ class ConsumerLagCollector:
         fetch: Callable[[], list[LagRow]],
         interval_s: float = LAG_REFRESH_S,
         stale_after_s: float = 60.0,
+        close: Callable[[], None] | None = None,
+        warn_every_s: float = 60.0,
+        clock_s: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fetch = fetch
         self._interval_s = interval_s
         self._stale_after_s = stale_after_s
+        self._close = close
+        self._warn_every_s = warn_every_s
+        self._clock_s = clock_s
         self._rows: tuple[float, list[LagRow]] | None = None  # (monotonic time, rows)
         self._updated_s: float | None = None  # wall time of the last refresh that worked
+        self._failures = 0  # failed refreshes in a row
+        self._unreported = 0  # of which not yet in a warning
+        self._warned_s: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -181,20 +195,39 @@ class ConsumerLagCollector:
         """Fetch the rows once; on failure keep the last ones (until stale) and log why."""
         try:
             rows = self._fetch()
-        except TidemarkError as exc:
-            log.warning("consumer lag not refreshed: %s", exc)
+        except Exception as exc:  # a bug or an untranslated client error alike: skip this one
+            self._failed(exc)
             return False
+        if self._failures:
+            log.info("consumer lag refreshed again after %d failed refreshes", self._failures)
+            self._failures = self._unreported = 0
+            self._warned_s = None
         self._rows = (time.monotonic(), rows)  # one reference swap: readers see old or new
         self._updated_s = time.time()
         return True
 
+    def _failed(self, exc: Exception) -> None:
+        self._failures += 1
+        self._unreported += 1
+        now_s = self._clock_s()
+        if self._warned_s is not None and now_s - self._warned_s < self._warn_every_s:
+            return
+        quiet = self._unreported - 1
+        since = f" ({quiet} failed refreshes since the last warning)" if quiet else ""
+        log.warning("consumer lag not refreshed: %s: %s%s", type(exc).__name__, exc, since)
+        self._warned_s, self._unreported = now_s, 0
+
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
+        try:
+            while not self._stop.is_set():
                 self.refresh()
-            except Exception:  # a bug must not end the refreshes for good
-                log.exception("consumer lag refresh failed")
-            self._stop.wait(self._interval_s)
+                self._stop.wait(self._interval_s)
+        finally:
+            if self._close is not None:
+                try:
+                    self._close()
+                except Exception:
+                    log.warning("closing the consumer lag reader failed", exc_info=True)
 
     def describe(self) -> Iterable[Metric]:
         return list(self._families())
@@ -226,3 +259,16 @@ class ConsumerLagCollector:
 def consumer_groups(topics: Topics) -> tuple[str, ...]:
     """The group id prefixes whose lag a coordinator reports: its own and the workers'."""
     return (topics.app_id, f"{topics.prefix}-workers-")
+
+
+def consumed_topics(topics: Topics) -> tuple[str, ...]:
+    """The topics whose committed offsets the lag reader asks those groups for: every topic of
+    the prefix (the coordinators read control, results, ticks and changelogs, the workers
+    tasks). A group that committed none of a topic's partitions has no row for it."""
+    return tuple(spec.name for spec in topics.specs(partitions=1, replication=1))
+
+
+def consumer_lag_collector(kafka: KafkaSettings, topics: Topics) -> ConsumerLagCollector:
+    """The collector of a coordinator: its groups' lag on its topics, one reader kept."""
+    reader = LagReader(kafka, consumer_groups(topics), consumed_topics(topics))
+    return ConsumerLagCollector(reader, close=reader.close)

@@ -29,6 +29,11 @@ def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> i
     return value
 
 
+def _env_optional_int(env: Mapping[str, str], name: str, minimum: int) -> int | None:
+    """An integer setting that may be unset (None: the cluster decides)."""
+    return _env_int(env, name, 0, minimum) if env.get(name) else None
+
+
 def _env_policy(env: Mapping[str, str]) -> OutagePolicy:
     """The outage guard's settings: TIDEMARK_OUTAGE_RATIO, _MIN_STREAMS, _MAX_HOLD_MS."""
     raw = env.get("TIDEMARK_OUTAGE_RATIO") or "0.5"
@@ -65,7 +70,10 @@ class CoordinatorSettings:
     # as the input runs dry); Kafka Streams uses 100 ms under exactly-once.
     commit_interval_ms: int = 100
     partitions: int = 6
-    replication: int = 1
+    # None: the cluster's (its default.replication.factor on three brokers or more, else 1)
+    # and the brokers' min.insync.replicas (streams.kafka.admin.replication_for).
+    replication: int | None = None
+    min_insync_replicas: int | None = None
     flush_ms: int = 200
     # The confluent engine publishes a stream's `streams` view at most this often (the status
     # page and `tidemark streams` refresh about once a second); 0: at every transaction.
@@ -98,8 +106,12 @@ class CoordinatorSettings:
             raise InvalidInput("commit_interval_ms", "must be at least 1")
         if self.partitions < 1:
             raise InvalidInput("partitions", "must be at least 1")
-        if self.replication < 1:
+        if self.replication is not None and self.replication < 1:
             raise InvalidInput("replication", "must be at least 1")
+        if self.min_insync_replicas is not None and not (
+            1 <= self.min_insync_replicas <= (self.replication or self.min_insync_replicas)
+        ):
+            raise InvalidInput("min_insync_replicas", "must be between 1 and the replication")
         if self.flush_ms < 0:
             raise InvalidInput("flush_ms", "must not be negative")
         if self.view_interval_ms < 0:
@@ -132,7 +144,8 @@ class CoordinatorSettings:
             instance_id=env.get("TIDEMARK_INSTANCE_ID") or "",
             commit_interval_ms=_env_int(env, "TIDEMARK_COMMIT_INTERVAL_MS", 100, 1),
             partitions=_env_int(env, "TIDEMARK_PARTITIONS", 6, 1),
-            replication=_env_int(env, "TIDEMARK_REPLICATION", 1, 1),
+            replication=_env_optional_int(env, "TIDEMARK_REPLICATION", 1),
+            min_insync_replicas=_env_optional_int(env, "TIDEMARK_MIN_INSYNC_REPLICAS", 1),
             flush_ms=_env_int(env, "TIDEMARK_FLUSH_MS", 200, 0),
             view_interval_ms=_env_int(env, "TIDEMARK_VIEW_INTERVAL_MS", 1_000, 0),
             tick_interval_ms=_env_int(env, "TIDEMARK_TICK_MS", 100, 10),

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from streams.coordinator.settings import CoordinatorSettings
-from streams.kafka.admin import create_topics, partition_counts, wait_ready
+from streams.kafka.admin import (
+    REPLICATED_FROM_BROKERS,
+    create_topics,
+    partition_counts,
+    replication_defaults,
+    wait_ready,
+)
 from streams.kafka.changelog import has_records
 
 log = logging.getLogger("streams.coordinator")
 
 
-def prepare_topics(settings: CoordinatorSettings) -> None:
-    """Create missing topics; refuse to start when co-partitioned ones disagree."""
+def prepare_topics(settings: CoordinatorSettings) -> CoordinatorSettings:
+    """Create missing topics; refuse to start when co-partitioned ones disagree. Return the
+    settings with the replication the topics were created with."""
     wait_ready(settings.kafka, timeout_s=30)
-    specs = settings.topics.specs(settings.partitions, settings.replication)
+    replication = settings.replication or choose_replication(settings)
+    specs = settings.topics.specs(settings.partitions, replication, settings.min_insync_replicas)
     created = create_topics(settings.kafka, specs)
     if created:
-        log.info("created topics %s", ", ".join(created))
+        log.info("created topics %s (replication %d)", ", ".join(created), replication)
     t = settings.topics
     counts = partition_counts(
         settings.kafka,
@@ -30,6 +39,24 @@ def prepare_topics(settings: CoordinatorSettings) -> None:
             "co-partitioned with the table (set TIDEMARK_PARTITIONS to match, or recreate them)"
         )
     refuse_engine_switch(settings)
+    return replace(settings, replication=replication)
+
+
+def choose_replication(settings: CoordinatorSettings) -> int:
+    """The cluster's replication (streams.kafka.admin.replication_for), with a warning when a
+    cluster of three brokers or more would keep Tidemark's topics less safe than production
+    needs: replication 3 and `min.insync.replicas` 2 (see the README)."""
+    found = replication_defaults(settings.kafka)
+    min_insync = settings.min_insync_replicas or found.min_insync or 1
+    if found.brokers >= REPLICATED_FROM_BROKERS and (found.replication < 3 or min_insync < 2):
+        log.warning(
+            "the cluster has %d brokers, and topics take its default.replication.factor %d "
+            "with min.insync.replicas %d: one broker lost can lose acknowledged records or stop "
+            "every write. Set default.replication.factor=3 and min.insync.replicas=2 on the "
+            "brokers (or TIDEMARK_REPLICATION=3 and TIDEMARK_MIN_INSYNC_REPLICAS=2)",
+            found.brokers, found.replication, min_insync,
+        )  # fmt: skip
+    return found.replication
 
 
 def refuse_engine_switch(settings: CoordinatorSettings) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from streams.kafka.admin import TopicSpec
@@ -82,29 +83,37 @@ class Topics:
     def replays_changelog(self) -> str:
         return f"{self.app_id}-replays-changelog"
 
-    def specs(self, partitions: int, replication: int) -> list[TopicSpec]:
+    def specs(
+        self, partitions: int, replication: int | None = None, min_insync: int | None = None
+    ) -> list[TopicSpec]:
         """Every topic the coordinator reads or writes, with its partition count and config.
 
         `control`, `results`, `ticks` and the tables' changelogs are co-partitioned: the same
         partition count and key partitioner, so that one stream's events and state meet in one
-        partition.
+        partition. `replication` None leaves it to the cluster (streams.kafka.admin.
+        replication_for); `min_insync` None leaves `min.insync.replicas` to the brokers.
         """
+        isr = {} if min_insync is None else {"min.insync.replicas": str(min_insync)}
+
+        def spec(name: str, count: int, config: Mapping[str, str] | None = None) -> TopicSpec:
+            return TopicSpec(name, count, replication, {**(config or {}), **isr})
+
         same = [self.results, self.ticks, self.tasks, self.commits, self.rejected]
-        specs = [TopicSpec(name, partitions, replication) for name in same]
+        specs = [spec(name, partitions) for name in same]
         # Control holds requests, not configs (those come back from `streams`): a week of them.
         # Not compacted: that would drop an upsert behind a later pause of the same stream
         # before a coordinator that was down has read it.
-        specs.insert(0, TopicSpec(self.control, partitions, replication, CONTROL_RETENTION))
-        specs.append(TopicSpec(self.bypassed, partitions, replication, COMPACTED))
-        specs.append(TopicSpec(self.streams, partitions, replication, COMPACTED))
+        specs.insert(0, spec(self.control, partitions, CONTROL_RETENTION))
+        specs.append(spec(self.bypassed, partitions, COMPACTED))
+        specs.append(spec(self.streams, partitions, COMPACTED))
         # Read whole by every coordinator, like a global table: one partition, one entry per
         # partition of the streams (streams.coordinator.health).
-        specs.append(TopicSpec(self.health, 1, replication, COMPACTED))
-        specs.append(TopicSpec(self.changelog, partitions, replication, COMPACTED))
-        specs.append(TopicSpec(self.replays_changelog, partitions, replication, COMPACTED))
+        specs.append(spec(self.health, 1, COMPACTED))
+        specs.append(spec(self.changelog, partitions, COMPACTED))
+        specs.append(spec(self.replays_changelog, partitions, COMPACTED))
         # A stream's state can outgrow Kafka's default 1 MiB at the bounds streams.core allows
         # (1,000 windows in flight, each with a 2,000-character error, and 64 KiB of params:
         # about 2.5 MB); a record that cannot be written would abort every transaction.
         big = {**COMPACTED, "max.message.bytes": str(MAX_STATE_BYTES)}
-        specs.append(TopicSpec(self.eos_changelog, partitions, replication, big))
+        specs.append(spec(self.eos_changelog, partitions, big))
         return specs

@@ -24,8 +24,29 @@ from streams.kafka.settings import KafkaSettings
 class TopicSpec:
     name: str
     partitions: int
-    replication: int = 1
+    replication: int | None = None  # None: the cluster's (replication_for)
     config: Mapping[str, str] = field(default_factory=dict)
+
+
+# From this many brokers on, topics take the brokers' default.replication.factor.
+REPLICATED_FROM_BROKERS = 3
+
+
+def replication_for(brokers: int, broker_default: int) -> int:
+    """The replication factor of a topic created without one.
+
+    Three brokers or more: the brokers' own `default.replication.factor` (production sets it to
+    3, with `min.insync.replicas` 2, which topics take from the brokers too). Fewer: 1, which
+    a development broker or two can always hold, whatever their default says.
+    """
+    return broker_default if brokers >= REPLICATED_FROM_BROKERS else 1
+
+
+@dataclass(frozen=True)
+class ReplicationDefaults:
+    brokers: int
+    replication: int  # what a topic created without one gets: replication_for
+    min_insync: int | None  # the brokers' min.insync.replicas; read from three brokers on
 
 
 def admin_client(settings: KafkaSettings) -> AdminClient:
@@ -69,35 +90,72 @@ def wait_ready(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
         time.sleep(0.1)
 
 
+# A request lost in flight, not refused: librdkafka replaced the broker handle it went to (it
+# swaps the handles of the bootstrap addresses for the brokers it learns: seen right after a
+# three-node cluster started), or the controller moved. Sent again, the topic is created or
+# already exists.
+_RESEND = frozenset(
+    {
+        KafkaError._DESTROY_BROKER,
+        KafkaError._TRANSPORT,
+        KafkaError.NOT_CONTROLLER,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+
+
 def create_topics(
-    settings: KafkaSettings, specs: Iterable[TopicSpec], timeout_s: float = 30.0
+    settings: KafkaSettings,
+    specs: Iterable[TopicSpec],
+    timeout_s: float = 30.0,
+    admin: AdminClient | None = None,
 ) -> list[str]:
-    """Create the topics that are missing; return the names created. Existing ones are kept."""
-    client = admin_client(settings)
-    new = [
+    """Create the topics that are missing; return the names created. Existing ones are kept.
+
+    A request lost in flight (_RESEND) is sent again until `timeout_s`; a topic it created
+    anyway then counts as existing.
+    """
+    specs = list(specs)
+    if not specs:
+        return []
+    client = admin_client(settings) if admin is None else admin
+    default = 1
+    if any(s.replication is None for s in specs):
+        default = replication_defaults(settings, timeout_s).replication
+    pending = [
         NewTopic(
             s.name,
             num_partitions=s.partitions,
-            replication_factor=s.replication,
+            replication_factor=default if s.replication is None else s.replication,
             config=dict(s.config),
         )
         for s in specs
     ]
-    if not new:
-        return []
+    deadline = time.monotonic() + timeout_s
     created: list[str] = []
-    for name, future in client.create_topics(new, request_timeout=timeout_s).items():
-        try:
-            future.result(timeout=timeout_s)
-            created.append(name)
-        except concurrent.futures.TimeoutError:
-            raise BrokerUnavailable(
-                f"no answer from {settings.bootstrap_servers} creating topic {name} "
-                f"within {timeout_s:g} s"
-            ) from None
-        except KafkaException as exc:
-            if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
+    while pending:
+        remaining_s = max(0.1, deadline - time.monotonic())
+        again: set[str] = set()
+        for name, future in client.create_topics(pending, request_timeout=remaining_s).items():
+            try:
+                future.result(timeout=remaining_s)
+                created.append(name)
+            except concurrent.futures.TimeoutError:
+                raise BrokerUnavailable(
+                    f"no answer from {settings.bootstrap_servers} creating topic {name} "
+                    f"within {timeout_s:g} s"
+                ) from None
+            except KafkaException as exc:
+                code = error_code(exc)
+                if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                if code in _RESEND and time.monotonic() < deadline:
+                    again.add(name)
+                    continue
                 raise BrokerUnavailable(f"could not create topic {name}: {exc}") from exc
+        pending = [t for t in pending if t.topic in again]
+        if pending:
+            time.sleep(0.2)
     return created
 
 
@@ -152,3 +210,73 @@ def describe_topic(settings: KafkaSettings, name: str, timeout_s: float = 30.0) 
                     f"could not describe topic {name} at {settings.bootstrap_servers}: {exc}"
                 ) from exc
             time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int  # -1 while the partition has none
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """Who is up and who leads what, as one metadata answer saw it."""
+
+    brokers: frozenset[int]  # registered, unfenced brokers
+    partitions: Mapping[tuple[str, int], PartitionState]
+
+
+def cluster_state(settings: KafkaSettings, timeout_s: float = 5.0) -> ClusterState:
+    """One metadata request from a fresh client (nothing cached from an earlier call).
+
+    Raises BrokerUnavailable when no broker answers within `timeout_s`.
+    """
+    with broker_errors(f"no metadata from {settings.bootstrap_servers}"):
+        metadata = AdminClient(settings.librdkafka(log_level=0)).list_topics(timeout=timeout_s)
+    partitions = {
+        (name, p.id): PartitionState(int(p.leader), tuple(p.replicas), tuple(p.isrs))
+        for name, topic in metadata.topics.items()
+        for p in topic.partitions.values()
+    }
+    return ClusterState(frozenset(metadata.brokers), partitions)
+
+
+def replication_defaults(settings: KafkaSettings, timeout_s: float = 10.0) -> ReplicationDefaults:
+    """How many brokers there are and what replication topics take by default (one broker's
+    `default.replication.factor` and `min.insync.replicas`, read from three brokers on).
+
+    Raises BrokerUnavailable when the cluster does not answer within `timeout_s`.
+    """
+    client = AdminClient(settings.librdkafka(log_level=0))
+    deadline = time.monotonic() + timeout_s
+    with broker_errors(f"could not read the brokers' defaults at {settings.bootstrap_servers}"):
+        brokers = sorted(client.list_topics(timeout=timeout_s).brokers)
+        if len(brokers) < REPLICATED_FROM_BROKERS:
+            return ReplicationDefaults(len(brokers), 1, None)
+        broker = ConfigResource(ResourceType.BROKER, str(brokers[0]))
+        while True:  # sent again when lost in flight, as in create_topics
+            future = client.describe_configs([broker], request_timeout=timeout_s)[broker]
+            try:
+                configs = future.result(timeout=timeout_s)
+                break
+            except KafkaException as exc:
+                if error_code(exc) not in _RESEND or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.2)
+    default = int(configs["default.replication.factor"].value)
+    min_insync = int(configs["min.insync.replicas"].value)
+    return ReplicationDefaults(len(brokers), replication_for(len(brokers), default), min_insync)
+
+
+def topic_config(settings: KafkaSettings, topic: str, timeout_s: float = 10.0) -> dict[str, str]:
+    """A topic's effective configuration (its own settings and the brokers' defaults).
+
+    Raises BrokerUnavailable when the cluster does not answer within `timeout_s`.
+    """
+    client = AdminClient(settings.librdkafka(log_level=0))
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    with broker_errors(f"could not read the configuration of topic {topic}"):
+        future = client.describe_configs([resource], request_timeout=timeout_s)[resource]
+        entries = future.result(timeout=timeout_s)
+    return {name: entry.value for name, entry in entries.items() if entry.value is not None}

@@ -1,24 +1,39 @@
-"""Consumer lag per group and partition: committed offsets against the log's end, via AdminClient.
+"""Consumer lag per group and partition: committed offsets against the log's end.
 
 Lag is what a group still has to read: ``high watermark - max(committed, low watermark)`` (below
 the low watermark the records are gone, and a consumer resumes at the low watermark). Only
 partitions the group has committed an offset for are reported.
+
+Committed offsets are read through a plain ``Consumer`` of the group (``committed()``; it never
+subscribes, so it never joins the group), not through ``AdminClient.list_consumer_group_offsets``:
+when the group coordinator moves (a broker restarts), librdkafka's admin worker handles the
+OffsetFetch answer NOT_COORDINATOR by queueing a coordinator query on the client's consumer
+group, and an AdminClient has none: a NULL dereference kills the process (``rd_kafka_cgrp_op``
+from ``rd_kafka_handle_OffsetFetch`` from ``rd_kafka_ListConsumerGroupOffsetsResponse_parse``,
+confluentinc/librdkafka#5040, seen 8 times in the three-broker chaos runs of issue 26). The issue
+is open and no release lists a fix: not librdkafka 2.16.0's release notes, nor confluent-kafka's
+changelog up to 2.16.1, the newest on PyPI in December 2026 (confluent-kafka-javascript#374
+reports the same stack, open too). A consumer has a group, so the same answer makes it look the
+coordinator up again. The group listing (ListGroups) and the watermarks (ListOffsets) stay on
+the AdminClient: they do not go through a group.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
 
 from streams.kafka.admin import admin_client
-from streams.kafka.errors import broker_errors
+from streams.kafka.errors import broker_errors, error_code
 from streams.kafka.settings import KafkaSettings
+
+Partitions = list[tuple[str, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,25 +46,103 @@ class LagRow:
     lag: int
 
 
+class CommittedOffsets:
+    """Committed offsets of groups, each read through a Consumer of its own, made on first use
+    and kept (a consumer finds its group coordinator once, then on NOT_COORDINATOR again).
+
+    Not thread-safe: one thread reads and then closes.
+    """
+
+    def __init__(
+        self, settings: KafkaSettings, new_consumer: Callable[[dict[str, Any]], Any] = Consumer
+    ) -> None:
+        self._settings = settings
+        self._new_consumer = new_consumer
+        self._consumers: dict[str, Any] = {}
+
+    def read(
+        self, group: str, partitions: Partitions, timeout_s: float, strict: bool = True
+    ) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): offset}`` of the partitions the group has committed.
+
+        A partition answered with an error raises KafkaException when ``strict``; else it is
+        left out, as if the group had committed nothing there.
+        """
+        if not partitions:
+            return {}
+        consumer = self._consumers.get(group)
+        if consumer is None:
+            consumer = self._consumers[group] = self._new_consumer(
+                self._settings.librdkafka(
+                    **{
+                        "group.id": group,
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        # read_committed would send OffsetFetch with require_stable, and the
+                        # answer waits while a transaction holds offsets of the group (the
+                        # confluent engine's always does); the admin API did not wait either.
+                        "isolation.level": "read_uncommitted",
+                        "log_level": 0,  # the caller reports failures, once
+                    }
+                )
+            )
+        answer = consumer.committed(
+            [TopicPartition(t, p) for t, p in partitions], timeout=timeout_s
+        )
+        failed = [tp.error for tp in answer if tp.error is not None]
+        if failed and strict:
+            raise KafkaException(failed[0])
+        return {
+            (tp.topic, tp.partition): tp.offset
+            for tp in answer
+            if tp.error is None and tp.offset >= 0
+        }
+
+    def close(self) -> None:
+        consumers, self._consumers = list(self._consumers.values()), {}
+        for consumer in consumers:
+            consumer.close()
+
+
 def consumer_lag(
     settings: KafkaSettings,
     groups_prefix: str | tuple[str, ...],
     admin: AdminClient | None = None,
     timeout_s: float = 5.0,
+    topics: Iterable[str] | None = None,
+    offsets: CommittedOffsets | None = None,
 ) -> list[LagRow]:
-    """The lag of every group whose id starts with ``groups_prefix`` (a string or a tuple).
+    """The lag of every group whose id starts with ``groups_prefix`` (a string or a tuple), on
+    the partitions of ``topics`` (None: every topic but Kafka's internal ones).
 
+    ``offsets`` reads the committed offsets (a reader of its own, closed after, if None).
     Raises BrokerUnavailable when the cluster does not answer within ``timeout_s`` per request.
     """
     client = admin_client(settings) if admin is None else admin
-    with broker_errors("could not read consumer lag"):
-        groups = _groups(client, groups_prefix, timeout_s)
-        committed = _committed(client, groups, timeout_s)
-        partitions = sorted({(topic, p) for _, topic, p in committed})
-        if not partitions:
-            return []
-        high = _offsets(client, partitions, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
-        low = _offsets(client, partitions, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
+    reader = CommittedOffsets(settings) if offsets is None else offsets
+    try:
+        with broker_errors("could not read consumer lag"):
+            groups = _groups(client, groups_prefix, timeout_s)
+            if not groups:
+                return []
+            asked = _partitions(client, topics, timeout_s)
+            committed = {
+                (group, topic, p): offset
+                for group in groups
+                for (topic, p), offset in reader.read(group, asked, timeout_s).items()
+            }
+            partitions = sorted({(topic, p) for _, topic, p in committed})
+            if not partitions:
+                return []
+            # Strict: while a leader moves, a partition can fail to answer (NOT_LEADER,
+            # OFFSET_NOT_AVAILABLE), and leaving it out would drop its row for one refresh;
+            # raising skips the refresh, and the collector serves the last full one.
+            latest, earliest = OffsetSpec.latest(), OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+            high = _offsets(client, partitions, latest, timeout_s, strict=True)
+            low = _offsets(client, partitions, earliest, timeout_s, strict=True)
+    finally:
+        if offsets is None:
+            reader.close()
     rows = []
     for (group, topic, p), offset in sorted(committed.items()):
         end = high.get((topic, p))
@@ -67,6 +160,7 @@ def backlog(
     partitions: Iterable[int],
     admin: AdminClient | None = None,
     timeout_s: float = 5.0,
+    offsets: CommittedOffsets | None = None,
 ) -> dict[int, tuple[int, int]]:
     """Where ``group`` will resume reading each partition of ``topic`` (its committed offset,
     or the low watermark when it has none or is below it) and the partition's end (the high
@@ -78,37 +172,55 @@ def backlog(
     if not wanted:
         return {}
     client = admin_client(settings) if admin is None else admin
+    reader = CommittedOffsets(settings) if offsets is None else offsets
     tps = [(topic, p) for p in wanted]
-    with broker_errors(f"could not read where group {group!r} stands on {topic!r}"):
-        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in wanted])]
-        future = client.list_consumer_group_offsets(request, request_timeout=timeout_s)[group]
-        committed = {
-            tp.partition: tp.offset
-            for tp in _wait(future, timeout_s).topic_partitions or []
-            if tp.error is None and tp.offset >= 0
-        }
-        high = _offsets(client, tps, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
-        low = _offsets(client, tps, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
+    try:
+        with broker_errors(f"could not read where group {group!r} stands on {topic!r}"):
+            # Lenient, as before: the partitions that answer get their catch-up expectation.
+            committed = reader.read(group, tps, timeout_s, strict=False)
+            high = _offsets(client, tps, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
+            low = _offsets(client, tps, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
+    finally:
+        if offsets is None:
+            reader.close()
     found = {}
     for p in wanted:
         if (topic, p) in high:
-            start = max(committed.get(p, 0), low.get((topic, p), 0))
+            start = max(committed.get((topic, p), 0), low.get((topic, p), 0))
             found[p] = (start, high[(topic, p)])
     return found
 
 
 class LagReader:
-    """``consumer_lag`` for fixed groups over one AdminClient, made on first use and kept."""
+    """``consumer_lag`` for fixed groups and topics over one AdminClient and one Consumer per
+    group, made on first use and kept until ``close()`` (from the thread that reads)."""
 
-    def __init__(self, settings: KafkaSettings, groups_prefix: str | tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        groups_prefix: str | tuple[str, ...],
+        topics: Iterable[str] | None = None,
+        new_consumer: Callable[[dict[str, Any]], Any] = Consumer,
+    ) -> None:
         self.settings = settings
         self.groups_prefix = groups_prefix
+        self.topics = None if topics is None else tuple(topics)
         self._admin: AdminClient | None = None
+        self._offsets = CommittedOffsets(settings, new_consumer)
 
     def __call__(self) -> list[LagRow]:
         if self._admin is None:
             self._admin = admin_client(self.settings)
-        return consumer_lag(self.settings, self.groups_prefix, self._admin)
+        return consumer_lag(
+            self.settings,
+            self.groups_prefix,
+            self._admin,
+            topics=self.topics,
+            offsets=self._offsets,
+        )
+
+    def close(self) -> None:
+        self._offsets.close()
 
 
 def _wait(future: Future[Any], timeout_s: float) -> Any:
@@ -124,32 +236,42 @@ def _groups(client: AdminClient, prefix: str | tuple[str, ...], timeout_s: float
     return sorted(g.group_id for g in listed.valid if g.group_id.startswith(prefix))
 
 
-def _committed(
-    client: AdminClient, groups: Iterable[str], timeout_s: float
-) -> dict[tuple[str, str, int], int]:
-    # The client asks for one group per request; send them all, then wait.
-    futures = [
-        (group, client.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s)[group])
-        for group in groups
-    ]  # fmt: skip
-    committed = {}
-    for group, future in futures:
-        for tp in _wait(future, timeout_s).topic_partitions or []:
-            if tp.error is None and tp.offset >= 0:
-                committed[(group, tp.topic, tp.partition)] = tp.offset
-    return committed
+def _partitions(client: AdminClient, topics: Iterable[str] | None, timeout_s: float) -> Partitions:
+    """Every partition of ``topics`` that exists (None: of every topic but ``__*`` ones)."""
+    metadata = client.list_topics(timeout=timeout_s)
+    names = (
+        sorted(n for n in metadata.topics if not n.startswith("__")) if topics is None else topics
+    )
+    return [
+        (name, p)
+        for name in names
+        if name in metadata.topics and metadata.topics[name].error is None
+        for p in sorted(metadata.topics[name].partitions)
+    ]
+
+
+# A partition that is gone (its topic deleted since the group committed to it) has no lag.
+_GONE = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+)
 
 
 def _offsets(
-    client: AdminClient, partitions: list[tuple[str, int]], spec: OffsetSpec, timeout_s: float
+    client: AdminClient,
+    partitions: Partitions,
+    spec: OffsetSpec,
+    timeout_s: float,
+    strict: bool = False,
 ) -> dict[tuple[str, int], int]:
+    """Each partition's offset at ``spec``. A partition that is gone is left out; one that
+    fails otherwise too, or raises KafkaException when ``strict``."""
     request = {TopicPartition(topic, p): spec for topic, p in partitions}
     futures = client.list_offsets(request, request_timeout=timeout_s)
     found = {}
     for tp, future in futures.items():
         try:
             found[(tp.topic, tp.partition)] = _wait(future, timeout_s).offset
-        except KafkaException:
-            continue  # e.g. a topic deleted since the group committed to it
+        except KafkaException as exc:
+            if strict and error_code(exc) not in _GONE:
+                raise
     return found

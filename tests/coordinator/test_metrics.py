@@ -344,6 +344,58 @@ def test_the_consumer_lag_thread_refreshes_until_stopped() -> None:
     assert not any(t.name == "consumer-lag" for t in threading.enumerate())
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def test_a_lag_read_that_fails_in_any_way_skips_the_refresh_with_a_rate_limited_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A gauge must never take the coordinator down: whatever the reader raises (a bug, a
+    # librdkafka error left untranslated) ends one refresh, with a WARNING at most once a minute.
+    failures: list[Exception] = [RuntimeError("native trouble"), ValueError("bad answer"),
+                                 BrokerUnavailable("no broker"), RuntimeError("again")]  # fmt: skip
+
+    def fetch() -> list[LagRow]:
+        if failures:
+            raise failures.pop(0)
+        return rows(2)
+
+    clock = FakeClock()
+    collector = ConsumerLagCollector(fetch, warn_every_s=60.0, clock_s=clock)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    with caplog.at_level("INFO", logger="streams.coordinator"):
+        assert not collector.refresh()  # logged
+        clock.now_s += 5
+        assert not collector.refresh() and not collector.refresh()  # within the minute: quiet
+        assert lag_samples(registry) == {}  # nothing read yet: the gauge is skipped
+        clock.now_s += 60
+        assert not collector.refresh()  # a minute on: logged, with the count of the quiet ones
+        assert collector.refresh()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    assert "native trouble" in warnings[0] and "again" in warnings[1]
+    assert "2 failed refreshes since the last warning" in warnings[1]  # the quiet ones
+    assert any("refreshed again" in r.getMessage() for r in caplog.records)
+    assert lag_samples(registry) == {("tidemark-coordinator", "tidemark.results", "0"): 2}
+
+
+def test_the_lag_thread_closes_its_reader_from_its_own_thread_when_stopped() -> None:
+    closed_in: list[str] = []
+    collector = ConsumerLagCollector(
+        lambda: rows(1), interval_s=0.05,
+        close=lambda: closed_in.append(threading.current_thread().name),
+    )  # fmt: skip
+    collector.start()
+    collector.stop()
+    assert closed_in == ["consumer-lag"]  # never closed under a refresh in flight
+
+
 def test_the_reported_groups_are_the_coordinators_and_the_workers() -> None:
     groups = consumer_groups(Topics("tm"))
     assert "tm-coordinator".startswith(groups)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.topics import Topics
+from streams.errors import InvalidInput
+from streams.kafka.admin import replication_for
 
 
 def test_specs_name_every_topic_with_its_partitions_and_policy() -> None:
@@ -21,3 +26,25 @@ def test_specs_name_every_topic_with_its_partitions_and_policy() -> None:
     # The confluent engine's changelog holds states up to 8 MiB (the core's bounds allow 2.5 MB).
     assert specs["tm-coordinator-eos-changelog"].config == {
         "cleanup.policy": "compact", "max.message.bytes": str(8 * 1024 * 1024)}  # fmt: skip
+
+
+def test_replication_is_left_to_the_cluster_unless_set_and_min_isr_only_when_set() -> None:
+    assert {s.replication for s in Topics("tm").specs(partitions=6)} == {None}
+    specs = Topics("tm").specs(partitions=6, replication=3, min_insync=2)
+    assert {s.replication for s in specs} == {3}
+    assert {s.config.get("min.insync.replicas") for s in specs} == {"2"}
+    assert specs[0].config["retention.ms"]  # the other settings of a topic are kept
+
+
+def test_three_brokers_or_more_take_the_brokers_default_and_fewer_take_one() -> None:
+    assert [replication_for(n, broker_default=3) for n in (1, 2, 3, 5)] == [1, 1, 3, 3]
+    assert replication_for(4, broker_default=1) == 1  # the cluster's own choice, warned about
+
+
+def test_the_settings_read_replication_and_min_isr_from_the_environment() -> None:
+    assert CoordinatorSettings.from_env({}).replication is None
+    env = {"TIDEMARK_REPLICATION": "3", "TIDEMARK_MIN_INSYNC_REPLICAS": "2"}
+    settings = CoordinatorSettings.from_env(env)
+    assert (settings.replication, settings.min_insync_replicas) == (3, 2)
+    with pytest.raises(InvalidInput, match="min_insync_replicas"):
+        CoordinatorSettings(replication=2, min_insync_replicas=3)

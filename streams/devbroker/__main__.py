@@ -1,0 +1,51 @@
+"""The development broker on 127.0.0.1:9092 (`make kafka`, `make kafka-stop`).
+
+python -m streams.devbroker fetch    # download the jars once (Maven, into .kafka/jars)
+python -m streams.devbroker start    # start the dev broker in the background, wait until ready
+python -m streams.devbroker stop     # stop it; no process is left behind
+python -m streams.devbroker status
+"""
+
+from __future__ import annotations
+
+import sys
+
+from streams.devbroker.jars import KAFKA_VERSION, fetch_jars
+from streams.devbroker.node import dev_broker
+from streams.errors import BrokerUnavailable
+from streams.kafka.admin import wait_ready
+from streams.kafka.settings import KafkaSettings
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    command = args[0] if args else "status"
+    broker = dev_broker()
+    try:
+        if command == "fetch":
+            print(f"Kafka jars in {fetch_jars()}")
+        elif command == "start":
+            if broker.running_pid() is not None:
+                wait_ready(KafkaSettings(broker.bootstrap_servers), timeout_s=30)
+                print(f"Kafka is already running on {broker.bootstrap_servers}")
+            else:
+                broker.start()
+                print(f"Kafka {KAFKA_VERSION} is up on {broker.bootstrap_servers}")
+                print(f"  data and logs: {broker.home}; stop it with: make kafka-stop")
+        elif command == "stop":
+            print("Kafka stopped" if broker.stop() else "Kafka was not running")
+        elif command == "status":
+            pid = broker.running_pid()
+            print(f"running (pid {pid}) on {broker.bootstrap_servers}" if pid else "not running")
+            return 0 if pid else 1
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+    except BrokerUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
