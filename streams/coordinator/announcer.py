@@ -6,6 +6,14 @@ the record's outbox until delivered, only a contiguous run of delivered commits 
 failed delivery has the stream's outbox announced again at once. Transactional: outputs are
 durable exactly when the state is, so there is no outbox, and each stream's windows are flushed
 in one commit per transaction, at checkpoint.
+
+At once means before anything else of the stream goes out: a failure wakes the stream for a
+tick, but any event of it handled first (an ack, a replay ack, a control) announces the outbox
+again as it loads the record (`resend_if_owed`), before it decides. Were its commit sent first,
+a consumer would read (60000, 120000] while its mark is still 0 (or a `replayed` commit at
+120000), and one that keeps its mark from `downstream_ms` would skip the failed span. The
+re-announcement is a repeat of earlier links (allowed at least once), and it is sent even if
+the event is then rejected or fails: it is owed whatever the event does, as at a tick.
 """
 
 from __future__ import annotations
@@ -95,7 +103,7 @@ class Announcer:
 
     def resend_owed(self, stream_id: str) -> bool:
         """Whether a delivery of the stream failed and its outbox waits to be announced again
-        (its next tick does it)."""
+        (its next tick does it, or any event of it handled before)."""
         return stream_id in self._resend
 
     def take_resend(self, stream_id: str) -> bool:
@@ -104,6 +112,12 @@ class Announcer:
             self._resend.discard(stream_id)
             return True
         return False
+
+    def resend_if_owed(self, record: Record, now_ms: int) -> None:
+        """Announce the record's outbox again if a delivery of the stream failed since its last
+        re-announcement (every load of a record does, at least once: see the module's doc)."""
+        if self.take_resend(record.state.config.stream_id):
+            self.reannounce(record, now_ms)
 
     # -- building the announcements --------------------------------------------------------
 

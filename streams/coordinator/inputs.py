@@ -129,13 +129,10 @@ class Inputs:
         self.stats[_RESULT_STATS[outcome]] += 1
         metrics = self.metrics
         metrics.result(outcome)
-        record = self.records.load(stream_id)
-        self._loaded = stream_id
+        record = self.load(stream_id, now_ms)
         if record is None:
             state = None
         else:
-            if not self.announcer.transactional:
-                self.announcer.confirm(stream_id, record)
             replays = self.replays
             if (
                 replays is not None
@@ -162,7 +159,7 @@ class Inputs:
         if isinstance(control, Delete):
             self._delete(partition, stream_id, control, now_ms)
             return
-        record = self.load(stream_id)
+        record = self.load(stream_id, now_ms)
         if isinstance(control, Replay):
             self._replay_request(partition, record, control, now_ms)
             return
@@ -173,7 +170,7 @@ class Inputs:
     def _delete(self, partition: int, stream_id: str, control: Delete, now_ms: int) -> None:
         """A delete always works, whatever bytes are stored for the stream."""
         try:
-            record = self.load(stream_id)
+            record = self.load(stream_id, now_ms)
         except InvalidInput:
             record = None
         if record is not None:
@@ -198,12 +195,17 @@ class Inputs:
             return True
         return False
 
-    def load(self, stream_id: str) -> Record | None:
-        """The stream's record with delivery confirmations applied; None if it has none."""
+    def load(self, stream_id: str, now_ms: int) -> Record | None:
+        """The stream's record with delivery confirmations applied; None if it has none.
+
+        At least once, an outbox owed again (a delivery of the stream failed) is announced
+        again here, before the event decides anything: whatever the event sends next goes out
+        after it (`Announcer`)."""
         record = self.records.load(stream_id)
         self._loaded = stream_id
         if record is not None and not self.announcer.transactional:
             self.announcer.confirm(stream_id, record)
+            self.announcer.resend_if_owed(record, now_ms)
         return record
 
     def apply(

@@ -219,7 +219,7 @@ class Ownership:
         scavenger = self.scavenger
         for stream_id in scavenger.due(partition, now_ms):
             try:
-                record = self.inputs.load(stream_id)
+                record = self.inputs.load(stream_id, now_ms)
                 if record is None:
                     continue
                 state = record.state
@@ -243,7 +243,7 @@ class Ownership:
 
     def _tick_stream(self, partition: int, stream_id: str, now_ms: int, expire: bool) -> None:
         try:
-            record = self.inputs.load(stream_id)
+            record = self.inputs.load(stream_id, now_ms)  # announces an outbox owed again
         except InvalidInput as exc:
             log.error("tick for %r skipped: %s", stream_id, exc)
             return
@@ -252,8 +252,6 @@ class Ownership:
             if tombstone is not None:  # at-least-once: a tombstone was not delivered
                 send_all(self.inputs.emitter, [tombstone])
             return
-        if self.announcer.take_resend(stream_id):  # a delivery failed: announce again
-            self.announcer.reannounce(record, now_ms)
         if self.replays is not None:
             self.replays.advance(record.state, now_ms, expire)  # the grace covers replays too
         state = record.state

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS
+from tests.support.commits import check_chain
 
 from .fakes import T0, Driver, Sent, ack, at, nack
 
@@ -90,6 +91,95 @@ def test_delivered_commits_leave_the_outbox_only_as_a_contiguous_run() -> None:
     again.assign(SID)
     again.tick(at(10, 6, 1))
     assert again.commits() == []
+
+
+# -- at-least-once: nothing of a stream overtakes its failed commit ------------------------------
+#
+# Found reviewing the replay lane (issue 25): a failed delivery had the outbox announced again at
+# the stream's next tick, but an ack (or a replay ack) handled before that tick sent its commit
+# first, and a consumer of `commits` read (10:02, 10:03] while its mark was still 10:01 (or a
+# `replayed` commit at 10:02); one that keeps its mark from `downstream_ms` skips the failed
+# span. What a consumer reads is what the producer delivered, in the order it was sent (the
+# idempotent producer keeps a partition's order).
+
+
+class Consumer:
+    """What a consumer of `commits` reads: the sends the producer delivered, in send order."""
+
+    def __init__(self, d: Driver) -> None:
+        self.d = d
+        self.delivered: set[int] = set()
+
+    def settle(self, fail: bool = False) -> None:
+        """The producer confirms every pending send (`fail`: gives every one up)."""
+
+        def outcome(sent: Sent) -> bool:
+            if not fail:
+                self.delivered.add(id(sent))
+            return not fail
+
+        self.d.emitter.settle(outcome)
+
+    def commits(self) -> list[dict[str, Any]]:
+        return [
+            s.json()
+            for s in self.d.emitter.on(self.d.topics.commits)
+            if id(s) in self.delivered or (s.on_delivered is None and s.on_failed is None)
+        ]
+
+
+def test_an_ack_before_the_resend_tick_goes_out_after_the_failed_commit() -> None:
+    d = Driver(flush_ms=0)
+    d.assign(SID)
+    d.tick(at(10, 5))  # the partition is built: only a failure has the stream announced again
+    d.upsert(SID, at(10, 5), max_in_flight=3)
+    first, second, third = d.tasks()
+    reader = Consumer(d)
+    d.result(ack(first), at(10, 5, 1))
+    reader.settle()  # (10:00, 10:01] delivered
+    d.result(ack(second), at(10, 5, 2))
+    reader.settle(fail=True)  # (10:01, 10:02] given up: announced again at the next tick...
+    d.result(ack(third), at(10, 5, 3))  # ...but an ack comes first
+    reader.settle()
+    d.tick(at(10, 5, 4))
+    reader.settle()
+
+    commits = reader.commits()
+    check_chain(commits, exact=False)  # a repeat is allowed, a gap is not
+    # The failed span went out again at the ack, ahead of the ack's own commit.
+    assert spans(commits) == [(T0, at(10, 1)), (at(10, 1), at(10, 2)), (at(10, 2), at(10, 3))]
+
+
+def test_a_replay_ack_before_the_resend_tick_goes_out_after_the_failed_commit() -> None:
+    """The replayed commit is announced at the stream's last announced mark: it must not reach
+    a consumer before the live commit that moved the mark there."""
+    d = Driver(flush_ms=0)
+    d.upsert(SID, at(10, 0, 30), non_retryable=["bad_params"])
+    d.assign(SID)
+    d.tick(at(10, 1))
+    reader = Consumer(d)
+    (task,) = d.tasks()
+    d.result(nack(task, "bad_params"), at(10, 1, 5))  # (10:00, 10:01] bypassed
+    reader.settle()
+    d.control({"type": "replay", "stream_id": SID, "from_ms": T0, "to_ms": at(10, 1)}, at(10, 2))
+    d.tick(at(10, 2))
+    (live,) = [t for t in d.tasks() if t["start_ms"] == at(10, 1)]
+    (replay,) = [t for t in d.tasks() if t.get("replay")]
+    reader.settle()
+    d.result(ack(live), at(10, 2, 1))
+    reader.settle(fail=True)  # (10:01, 10:02] given up
+    d.result(ack(replay), at(10, 2, 2))  # replayed at the mark 10:02, before the tick
+    reader.settle()
+    d.tick(at(10, 2, 3))
+    reader.settle()
+
+    commits = reader.commits()
+    check_chain(commits, exact=False)
+    assert [(c["previous_ms"], c["downstream_ms"], c["windows"][0]["reason"]) for c in commits] == [
+        (T0, at(10, 1), "bypass"),
+        (at(10, 1), at(10, 2), "ack"),  # announced again at the replay ack, ahead of its commit
+        (at(10, 2), at(10, 2), "replayed"),
+    ]
 
 
 # -- transactional: one commit per stream per transaction ---------------------------------------

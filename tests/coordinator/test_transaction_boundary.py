@@ -244,13 +244,18 @@ def _check_chains(commits: list[dict[str, Any]]) -> None:
 def test_faust_a_commit_whose_delivery_failed_before_the_delete_is_announced_again() -> None:
     """The same order question for the outbox: a delivery that failed before the delete must
     still be retried, although the stream is deleted (its record and outbox are kept until
-    collected)."""
+    collected). The delete itself announces it again first (tests/coordinator/test_announcer.py);
+    if that fails too, the deleted stream's tick does."""
     d = Driver(flush_ms=200)
     first, _ = _dispatched(d)
     d.result(ack(first), at(10, 2, 40))
     (commit,) = d.commits()
     d.emitter.fail_all()  # the producer gave the ack's commit up
+    d.emitter.clear()
     d.control({"type": "delete", "stream_id": SID}, at(10, 2, 40, 100))
+    (before_delete,) = d.commits()  # announced again, ahead of the delete's own outputs
+    assert _spans([before_delete]) == _spans([commit])
+    d.emitter.fail_all()  # given up again
     d.emitter.clear()
     d.tick(at(10, 2, 41))
     (again,) = d.commits()  # announced again
