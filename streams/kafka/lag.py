@@ -20,6 +20,7 @@ the AdminClient: they do not go through a group.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
 
+from streams.errors import BrokerUnavailable
 from streams.kafka.admin import admin_client
 from streams.kafka.errors import broker_errors, error_code
 from streams.kafka.settings import KafkaSettings
@@ -191,6 +193,14 @@ def backlog(
     return found
 
 
+# Rows that vanish from one read to the next (a group no longer listed, a partition without its
+# committed offset) are believed only once they stay gone this long. While a group coordinator
+# moves (a broker's controlled shutdown, seen on a 3-node cluster), ListGroups and OffsetFetch
+# can answer without the group and without an error; a gauge that dropped its rows for a scrape
+# would read as "nothing to do". A group really deleted keeps its last rows this long.
+VANISH_CONFIRM_S = 30.0
+
+
 class LagReader:
     """``consumer_lag`` for fixed groups and topics over one AdminClient and one Consumer per
     group, made on first use and kept until ``close()`` (from the thread that reads)."""
@@ -201,23 +211,46 @@ class LagReader:
         groups_prefix: str | tuple[str, ...],
         topics: Iterable[str] | None = None,
         new_consumer: Callable[[dict[str, Any]], Any] = Consumer,
+        vanish_confirm_s: float = VANISH_CONFIRM_S,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.groups_prefix = groups_prefix
         self.topics = None if topics is None else tuple(topics)
         self._admin: AdminClient | None = None
         self._offsets = CommittedOffsets(settings, new_consumer)
+        self._vanish_confirm_s = vanish_confirm_s
+        self._monotonic = monotonic
+        self._seen: set[tuple[str, str, int]] = set()  # the rows of the last read believed
+        self._missing_since: float | None = None
 
     def __call__(self) -> list[LagRow]:
+        """The lag now. Raises BrokerUnavailable when the cluster does not answer, or while rows
+        of the last read are missing from this one for less than `vanish_confirm_s`."""
         if self._admin is None:
             self._admin = admin_client(self.settings)
-        return consumer_lag(
+        rows = consumer_lag(
             self.settings,
             self.groups_prefix,
             self._admin,
             topics=self.topics,
             offsets=self._offsets,
         )
+        keys = {(row.group, row.topic, row.partition) for row in rows}
+        missing = self._seen - keys
+        if missing:
+            now = self._monotonic()
+            if self._missing_since is None:
+                self._missing_since = now
+            if now - self._missing_since < self._vanish_confirm_s:
+                raise BrokerUnavailable(
+                    f"consumer lag: {len(missing)} partition(s) of groups read before are "
+                    f"missing from this read (e.g. {min(missing)}); believed once they stay "
+                    f"gone {self._vanish_confirm_s:g} s (a group coordinator may be moving)"
+                )
+        self._missing_since = None
+        self._seen = keys
+        return rows
 
     def close(self) -> None:
         self._offsets.close()

@@ -111,6 +111,33 @@ def test_the_reader_asks_only_for_its_topics_and_keeps_one_consumer_per_group() 
     assert consumer.closed
 
 
+def test_rows_that_vanish_are_believed_only_once_they_stay_gone() -> None:
+    """While a group coordinator moves, a read can come back without the group and without an
+    error (seen on a 3-node cluster: `[]` between two full reads). The reader says it cannot
+    tell for `vanish_confirm_s`, then believes the rows are gone."""
+    clock = [100.0]
+    reader = LagReader(
+        SETTINGS, "g-", topics=("t",), new_consumer=FakeConsumer,
+        vanish_confirm_s=30.0, monotonic=lambda: clock[0],
+    )  # fmt: skip
+    reader._admin = FakeAdmin()  # type: ignore[assignment]
+    full = reader()
+    assert {(row.topic, row.partition) for row in full} == {("t", 0), ("t", 1)}
+    FakeConsumer.committed_offsets = {("t", 0): 4}  # t[1]'s offset not in the answer
+    try:
+        with pytest.raises(BrokerUnavailable, match=r"1 partition\(s\) .* missing"):
+            reader()
+        clock[0] += 29.0
+        with pytest.raises(BrokerUnavailable, match="missing"):
+            reader()
+        clock[0] += 1.0
+        assert [(row.topic, row.partition) for row in reader()] == [("t", 0)]  # gone for good
+    finally:
+        FakeConsumer.committed_offsets = {("t", 0): 4, ("t", 1): 1}
+    assert reader() == full  # back: no wait for rows that appear
+    reader.close()
+
+
 def test_a_failed_committed_read_is_a_broker_error_not_a_crash() -> None:
     FakeConsumer.fail = KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
     offsets = CommittedOffsets(SETTINGS, new_consumer=FakeConsumer)
