@@ -268,14 +268,7 @@ def test_streams_of_a_source_failing_together_are_held_and_a_lone_one_is_bypasse
 def test_on_recovery_held_windows_go_out_at_once_and_commit_with_held_ms(
     transactional: bool,
 ) -> None:
-    topic = Topic()
-    d = guarded(topic, transactional=transactional)
-    start(d, topic, S_STREAMS, **CONFIG)
-    for minute in range(1, 6):
-        if minute > 1:
-            step(d, topic, at(10, minute, 5))
-        fail_all(d, S_STREAMS, at(10, minute, 5))
-        step(d, topic, at(10, minute, 6))
+    topic, d = _held_outage(transactional)
     # held since 10:04:05; the source comes back: two streams ack their retries
     step(d, topic, at(10, 6, 5))
     fail_all(d, ("s-3", "s-4"), at(10, 6, 6))  # these two wait for their retry at 10:07:06
