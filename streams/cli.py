@@ -131,7 +131,7 @@ def coordinator(
 
         run(settings, loglevel=loglevel)
     else:
-        from streams.coordinator.eos import run_confluent
+        from streams.coordinator.eos_main import run_confluent
 
         run_confluent(settings, loglevel=loglevel)
 

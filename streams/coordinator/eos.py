@@ -5,12 +5,13 @@ time-driven work of owned partitions (a punctuator, no tick topic), and every
 `commit_interval_ms` (or as soon as the input runs dry) commit one transaction holding every
 output, the changelog record of every state written, and the input offsets. Only then is the
 local RocksDB written (streams/coordinator/rocks.py). An abortable error aborts, discards the
-uncommitted state and rewinds the inputs; a fenced producer or a fatal error exits non-zero.
+uncommitted state and rewinds the inputs; clients that cannot go on (a failed abort, a fenced
+producer, a fatal error, a run of aborts) are renewed in the process, after waiting for the
+cluster if it is gone (streams/coordinator/renewal.py, which says when it still exits).
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
@@ -22,23 +23,27 @@ from typing import Any
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
 from streams.coordinator.crash_points import CrashHook
-from streams.coordinator.gauges import consumer_lag_collector
 from streams.coordinator.health import guard
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.pacing import AbortStreak, CommitPacing
 from streams.coordinator.processor import Processor, partition_of
+from streams.coordinator.renewal import (
+    ClientRenewal,
+    ClientsStuck,
+    RenewalCollector,
+    drop_clients,
+    renew_clients,
+)
 from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.signals import block_stop_signals, serve_stop_signals
-from streams.coordinator.startup import prepare_topics
 from streams.coordinator.watchdog import LoopWatchdog
-from streams.coordinator.web import HealthServer
 from streams.errors import TidemarkError
 from streams.kafka.changelog import ChangelogReader
 from streams.kafka.transactions import (
     TransactionAborted,
     TransactionalClients,
     TransactionFatal,
+    cluster_answers,
 )
 
 log = logging.getLogger("streams.coordinator")
@@ -60,7 +65,7 @@ TICK_MIN_PER_PARTITION = 16
 # process exits anyway: nothing uncommitted was ever visible, and a restart redoes it.
 STOP_DEADLINE_S = 8.0
 # Aborted transactions are made again for at least this long (or three session timeouts)
-# before the engine exits for new clients (streams.coordinator.pacing.AbortStreak).
+# before the engine renews its clients (streams.coordinator.pacing.AbortStreak).
 ABORT_STREAK_MIN_S = 60.0
 # A commit this long (flush, offsets, EndTxn) is logged: it delays every output it holds.
 SLOW_COMMIT_S = 0.1
@@ -70,6 +75,10 @@ class _Emitter:
     """The Processor's Emitter: every output joins the open transaction."""
 
     def __init__(self, clients: TransactionalClients) -> None:
+        self.bind(clients)
+
+    def bind(self, clients: TransactionalClients) -> None:
+        """Send through these clients from now on (renewed ones)."""
         self._produce = clients.produce
 
     def send(
@@ -85,18 +94,20 @@ class _Emitter:
 
 
 class ConfluentEngine:
-    def __init__(self, settings: CoordinatorSettings) -> None:
+    def __init__(
+        self,
+        settings: CoordinatorSettings,
+        clients: Callable[[], TransactionalClients] | None = None,
+        probe: Callable[[], bool] | None = None,
+    ) -> None:
+        """`clients` makes the Kafka clients (at start and at each renewal); `probe` says
+        whether the cluster answers (default: a fresh client's metadata request)."""
         self.settings = settings
         self._crash = CrashHook(os.environ.get("TIDEMARK_CRASH_AT"))
         t = self.topics = settings.topics
         self.inputs = (t.control, t.results)
-        self.clients = TransactionalClients(
-            settings.kafka,
-            group_id=t.eos_group,
-            transactional_id=f"{t.eos_group}-{settings.instance}",
-            session_timeout_ms=settings.session_timeout_ms,
-            on_offsets_sent=lambda: self._crash.reached("after_send_offsets"),
-        )
+        self._make_clients = self._new_clients if clients is None else clients
+        self.clients = self._make_clients()
         self.state = TransactionalState(
             settings.data_dir / "eos",
             lambda s: partition_of(s.encode(), settings.partitions),
@@ -106,11 +117,12 @@ class ConfluentEngine:
             top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
         )
         source_health, self._health_table = guard(settings)
+        self._emitter = _Emitter(self.clients)
         self.processor = Processor(
             t,
             settings.partitions,
             self.state.view(STREAMS),
-            _Emitter(self.clients),
+            self._emitter,
             settings.flush_ms,
             replay_store=self.state.view(REPLAYS),
             replay_concurrency=settings.replay_concurrency,
@@ -132,6 +144,22 @@ class ConfluentEngine:
         self.catch_up = CatchUp(self.processor.on_caught_up)
         self._stopping = threading.Event()
         self.watchdog = LoopWatchdog()
+        self.renewal = ClientRenewal(
+            lambda: drop_clients(self),
+            lambda: renew_clients(self),
+            (lambda: cluster_answers(settings.kafka)) if probe is None else probe,
+            self._stopping,
+        )
+        self.metrics.registry.register(RenewalCollector(self.renewal))
+
+    def _new_clients(self) -> TransactionalClients:
+        return TransactionalClients(
+            self.settings.kafka,
+            group_id=self.topics.eos_group,
+            transactional_id=f"{self.topics.eos_group}-{self.settings.instance}",
+            session_timeout_ms=self.settings.session_timeout_ms,
+            on_offsets_sent=lambda: self._crash.reached("after_send_offsets"),
+        )
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -144,7 +172,8 @@ class ConfluentEngine:
             min(POLL_S, self.settings.tick_interval_ms / 1000),
         )
         last_commit = time.monotonic()
-        aborts = AbortStreak(max(ABORT_STREAK_MIN_S, 3 * self.settings.session_timeout_ms / 1000))
+        streak_s = max(ABORT_STREAK_MIN_S, 3 * self.settings.session_timeout_ms / 1000)
+        aborts = AbortStreak(streak_s)
         self.status = "ok"
         self.watchdog.start()
         beat = self.watchdog.beat
@@ -155,20 +184,19 @@ class ConfluentEngine:
                     if self._step(pacing, last_commit):
                         last_commit = time.monotonic()
                         aborts.committed()
+                        self.renewal.committed()
                 except TransactionAborted as exc:
                     log.warning("transaction aborted (%s); state and inputs rewound", exc)
                     self._abort()
                     if aborts.aborted(time.monotonic()):
-                        raise TransactionFatal(
+                        raise ClientsStuck(
                             f"every transaction aborted for {aborts.max_s:.0f} s (the last: "
                             f"{exc}); new clients are needed"
                         ) from exc
-            except TransactionFatal as exc:
-                log.error("%s; exiting: a restart carries on from the last commit", exc)
-                raise SystemExit(1) from exc
-            except TidemarkError as exc:  # e.g. a restore that found no broker
-                log.error("%s; exiting: a restart carries on from the last commit", exc)
-                raise SystemExit(1) from exc
+            except TidemarkError as exc:  # TransactionFatal, or e.g. a restore with no broker
+                self.renewal.recover(exc)  # returns with new clients; exits as a last resort
+                aborts = AbortStreak(streak_s)
+                last_commit = time.monotonic()
         self._stop()
 
     def _step(self, pacing: CommitPacing, last_commit: float) -> bool:
@@ -376,39 +404,9 @@ class ConfluentEngine:
     def health(self) -> dict[str, Any]:
         return {
             "engine": "confluent",
-            "status": self.status,
+            "status": self.renewal.status or self.status,
+            **self.renewal.health(),
             "partitions": sorted(self.owned),
             "indexed_streams": len(self.processor.index),
             "stats": {**self.processor.stats, **self.stats},
         }
-
-
-_LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING,
-           "info": logging.INFO, "debug": logging.DEBUG}  # fmt: skip
-
-
-def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None:
-    """Run the confluent engine in the foreground until SIGTERM or Ctrl-C (stops within 10 s)."""
-    logging.basicConfig(
-        level=_LEVELS.get(loglevel.lower(), logging.INFO),
-        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
-    )
-    block_stop_signals()  # before any client starts a thread: see streams.coordinator.signals
-    prepare_topics(settings)
-    # The hot path allocates many short-lived objects and almost no cycles: collecting the
-    # youngest generation every 50,000 allocations instead of 700 saves several per cent of
-    # CPU (bench/processor_bench.py --gc-threshold shows how much) and costs a little memory.
-    gc.set_threshold(GC_THRESHOLD, 20, 100)
-    engine = ConfluentEngine(settings)
-    serve_stop_signals(engine.request_stop)
-    lag = consumer_lag_collector(settings.kafka, settings.topics)
-    engine.metrics.registry.register(lag)
-    web = HealthServer(
-        settings.web_host, settings.web_port, engine.health, engine.metrics.registry
-    ).start()
-    lag.start()
-    try:
-        engine.run()
-    finally:
-        lag.stop(timeout_s=1.0)
-        web.stop()

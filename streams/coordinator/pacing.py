@@ -36,14 +36,14 @@ class CommitPacing:
 
 
 class AbortStreak:
-    """When to stop making aborted transactions again and exit instead.
+    """When to stop making aborted transactions again and renew the clients instead.
 
     An abortable error is retried by aborting and making the transaction again. Some never
     clear: after a broker restart, librdkafka's consumer has been seen to stay out of its group
     for good, every `send_offsets_to_transaction` then answering "unknown member" (1 run in 3
     of tests/kafka/txn_across_restart.py with three side by side, still failing after 150 s).
     Only new clients get out of that, so once every transaction has aborted for `max_s` the
-    engine exits, and its supervisor starts it again from the last commit.
+    engine renews its clients in process (streams.coordinator.renewal), as a restart would.
     """
 
     def __init__(self, max_s: float) -> None:

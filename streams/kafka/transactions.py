@@ -4,7 +4,8 @@ KIP-447 (Kafka Streams' exactly-once v2): one transactional producer per process
 through the consumer group (the group metadata sent with the offsets) and through a stable
 `transactional.id` per instance (a restart fences its predecessor at `init_transactions`).
 librdkafka's errors are translated here, in one place, into three outcomes the engine acts on:
-retry the call, abort the transaction (`TransactionAborted`), or exit (`TransactionFatal`).
+retry the call, abort the transaction (`TransactionAborted`), or renew the clients
+(`TransactionFatal` and its kinds: streams.coordinator.renewal).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from streams.errors import TidemarkError
+from streams.errors import BrokerUnavailable, TidemarkError
+from streams.kafka.admin import wait_ready
 from streams.kafka.changelog import watermarks_of
 from streams.kafka.settings import KafkaSettings
 
@@ -39,6 +41,8 @@ CALL_TIMEOUT_S = 30.0
 # SIGTERM during a 30 s commit with the broker gone would otherwise wait for the whole call
 # before the stop deadline even started.
 CALL_SLICE_S = 1.0
+# How long a probe of the cluster (a fresh client's metadata request) waits for an answer.
+PROBE_TIMEOUT_S = 5.0
 
 
 class TransactionAborted(TidemarkError):
@@ -46,7 +50,24 @@ class TransactionAborted(TidemarkError):
 
 
 class TransactionFatal(TidemarkError):
-    """The producer is unusable (fenced by a newer instance, or a fatal error): exit."""
+    """The clients are unusable (a fatal error, or a call that gave up): the confluent engine
+    renews them (streams.coordinator.renewal); `reason` labels the renewal."""
+
+    reason = "fatal"
+
+
+class ProducerFenced(TransactionFatal):
+    """The producer was fenced: a newer producer of its transactional.id, or a broker that
+    timed its transaction out and bumped its epoch."""
+
+    reason = "fenced"
+
+
+class AbortFailed(TransactionFatal):
+    """abort_transaction failed, e.g. INVALID_TXN_STATE once the broker has rolled the
+    transaction back on its timeout (librdkafka #3297, #4849)."""
+
+    reason = "abort_failed"
 
 
 class Input(NamedTuple):  # a tuple: one is made per message, and a dataclass costs 4 times more
@@ -60,10 +81,15 @@ class Input(NamedTuple):  # a tuple: one is made per message, and a dataclass co
 Partitions = Callable[[list[tuple[str, int]]], None]
 
 
+_FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
 def _classify(exc: KafkaException, what: str) -> TidemarkError:
     err: KafkaError = exc.args[0]
-    if err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
-        return TransactionFatal(f"{what}: {err.str()} (fenced or fatal; a restart recovers)")
+    if err.code() in _FENCED_CODES:
+        return ProducerFenced(f"{what}: {err.str()} (fenced)")
+    if err.fatal():
+        return TransactionFatal(f"{what}: {err.str()} (fatal: new clients are needed)")
     if err.txn_requires_abort():
         return TransactionAborted(f"{what}: {err.str()}")
     # librdkafka flags what it can retry; anything unflagged is treated as fatal.
@@ -144,6 +170,8 @@ class TransactionalClients:
             )
         )
         self._in_transaction = False
+        self._detached = False
+        self._closed = False
 
     @staticmethod
     def _on_error(err: KafkaError) -> None:
@@ -159,13 +187,16 @@ class TransactionalClients:
             return [(tp.topic, tp.partition) for tp in tps]
 
         def on_assign(consumer: Consumer, tps: list[TopicPartition]) -> None:
-            assigned(pairs(tps))
+            if not self._detached:
+                assigned(pairs(tps))
 
         def on_revoke(consumer: Consumer, tps: list[TopicPartition]) -> None:
-            revoked(pairs(tps))
+            if not self._detached:
+                revoked(pairs(tps))
 
         def on_lost(consumer: Consumer, tps: list[TopicPartition]) -> None:
-            lost(pairs(tps))
+            if not self._detached:
+                lost(pairs(tps))
 
         self._consumer.subscribe(
             list(topics), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
@@ -311,20 +342,44 @@ class TransactionalClients:
         self._in_transaction = False
 
     def abort(self) -> None:
-        """Abort the open transaction, if any; a failure to abort is fatal."""
+        """Abort the open transaction, if any; a failure to abort needs new clients."""
         if not self._in_transaction:
             return
         self._in_transaction = False
         deadline = time.monotonic() + CALL_TIMEOUT_S
         try:
             _retrying(self._producer.abort_transaction, "abort_transaction", deadline)
-        except TransactionAborted as exc:
-            raise TransactionFatal(str(exc)) from exc
+        except ProducerFenced:
+            raise
+        except (TransactionAborted, TransactionFatal) as exc:
+            raise AbortFailed(str(exc)) from exc
 
     def close(self) -> None:
         """Leave the group (its revocation callback runs here) and drop both clients."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._consumer.close()
         except (KafkaException, RuntimeError) as exc:
             log.warning("closing the consumer: %s", exc)
-        self._producer.flush(1)
+        if not self._detached:
+            self._producer.flush(1)
+        del self._producer  # its last reference: librdkafka's handle is destroyed here
+
+    def detach(self) -> None:
+        """From now on no rebalance callback reaches the engine and nothing is flushed at
+        close: these clients are being abandoned, their open transaction void (the next
+        producer of this transactional.id aborts it at init_transactions)."""
+        self._detached = True
+        self._in_transaction = False
+
+
+def cluster_answers(settings: KafkaSettings, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether a fresh client's metadata request is answered within `timeout_s`: tells a gone
+    cluster (no answer) from stuck clients of our own (their calls fail while this answers)."""
+    try:
+        wait_ready(settings, timeout_s)
+    except BrokerUnavailable:
+        return False
+    return True

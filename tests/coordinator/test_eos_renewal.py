@@ -1,0 +1,288 @@
+"""The confluent engine renews its clients in process (issue 26, item 2), driven in-process:
+the real `ConfluentEngine` loop over fake transactional clients that share a tiny in-memory
+"broker" (its topics' records and the group's committed offsets, both written only by a
+committed transaction).
+
+- An abort that fails with INVALID_TXN_STATE (what a 3-broker cluster with one broker killed
+  gave) used to end the process with status 1: now the clients are abandoned, new ones are
+  made (init_transactions before they join the group), and the input of the void transaction
+  is processed again on them, its outputs committed once.
+- A commit that gives up while no broker answers: /health says the engine waits for the
+  brokers, and it renews once the probe answers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.coordinator import eos
+from streams.coordinator.processor import partition_of
+from streams.coordinator.settings import CoordinatorSettings
+from streams.coordinator.topics import Topics
+from streams.coordinator.watchdog import LoopWatchdog
+from streams.kafka import transactions
+from streams.kafka.transactions import TransactionAborted, TransactionFatal
+
+PARTITIONS = 2
+Partitions = Callable[[list[tuple[str, int]]], None]
+
+
+class FakeBroker:
+    """What the fake clients share: each topic-partition's records, and the committed
+    offsets; a transaction's outputs and offsets land only when it commits."""
+
+    def __init__(self) -> None:
+        self.log: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
+        self.offsets: dict[tuple[str, int], int] = {}
+        self.reachable = True
+        self.made: list[FakeClients] = []
+        self.faults: list[dict[str, Any]] = []  # per clients made, in order: what fails
+
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+        self.log.setdefault((topic, partition), []).append((key, value))
+
+    def records(self, topic: str) -> list[Any]:
+        return [json.loads(v) for (t, _), rs in sorted(self.log.items()) if t == topic
+                for _, v in rs if v is not None]  # fmt: skip
+
+    def make(self, *args: Any, **kwargs: Any) -> FakeClients:
+        faults = self.faults[len(self.made)] if len(self.made) < len(self.faults) else {}
+        made = FakeClients(self, **faults)
+        self.made.append(made)
+        return made
+
+
+class FakeClients:
+    """TransactionalClients over a FakeBroker; `commit_error`/`abort_error` fail those calls."""
+
+    def __init__(
+        self,
+        broker: FakeBroker,
+        commit_error: Exception | None = None,
+        abort_error: Exception | None = None,
+    ) -> None:
+        self.broker = broker
+        self.commit_error, self.abort_error = commit_error, abort_error
+        self.calls: list[str] = []
+        self.positions: dict[tuple[str, int], int] = {}
+        self.pending: list[tuple[str, int, bytes | None, bytes | None]] = []
+        self.committed_txns = 0
+        self._callbacks: tuple[Partitions, Partitions, Partitions] | None = None
+        self._topics: list[str] = []
+        self._assigned = False
+        self._in_transaction = False
+        self.detached = self.closed = False
+
+    def init_transactions(self) -> None:
+        self.calls.append("init_transactions")
+
+    def subscribe(self, topics: Any, assigned: Partitions, revoked: Partitions,
+                  lost: Partitions) -> None:  # fmt: skip
+        self.calls.append("subscribe")
+        self._topics, self._callbacks = list(topics), (assigned, revoked, lost)
+
+    def poll(self, max_messages: int, timeout_s: float) -> list[transactions.Input]:
+        time.sleep(min(timeout_s, 0.005))
+        if self._callbacks is not None and not self._assigned and not self.detached:
+            self._assigned = True
+            self._callbacks[0]([(t, p) for t in self._topics for p in range(PARTITIONS)])
+        out = []
+        for (topic, p), at in self.positions.items():
+            for offset, (key, value) in enumerate(self.broker.log.get((topic, p), [])):
+                if offset >= at and len(out) < max_messages:
+                    out.append(transactions.Input(topic, p, offset, key, value))
+                    self.positions[(topic, p)] = offset + 1
+        return out
+
+    def committed(self, tps: Any) -> dict[tuple[str, int], int]:
+        return {tp: self.broker.offsets.get(tp, 0) for tp in tps}
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        return 0, len(self.broker.log.get((topic, partition), []))
+
+    def assign(self, offsets: dict[tuple[str, int], int]) -> None:
+        self.positions.update(offsets)
+
+    def seek(self, offsets: dict[tuple[str, int], int]) -> None:
+        self.positions.update(offsets)
+
+    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int | None = None,
+                on_delivery: Any = None) -> None:  # fmt: skip
+        self._in_transaction = True
+        p = partition if partition is not None else partition_of(key, PARTITIONS)
+        self.pending.append((topic, p, key, value))
+        if on_delivery is not None:
+            on_delivery(None, _Delivered(p, len(self.broker.log.get((topic, p), []))))
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        self.calls.append("commit")
+        if self.commit_error is not None:
+            raise self.commit_error
+        for topic, p, key, value in self.pending:
+            self.broker.append(topic, p, key, value)
+        self.broker.offsets.update(offsets)
+        self.pending, self._in_transaction = [], False
+        self.committed_txns += 1
+
+    def abort(self) -> None:
+        self.calls.append("abort")
+        self.pending, self._in_transaction = [], False
+        if self.abort_error is not None:
+            raise self.abort_error
+
+    def detach(self) -> None:
+        self.detached, self._in_transaction = True, False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Delivered:
+    def __init__(self, partition: int, offset: int) -> None:
+        self._p, self._o = partition, offset
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+
+class _NoTable:
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def _abort_failed(message: str) -> Exception:
+    """What TransactionalClients.abort raises when the abort fails (a TransactionFatal)."""
+    return getattr(transactions, "AbortFailed", TransactionFatal)(message)
+
+
+class Running:
+    """The engine's loop on a thread of its own; what ended it, if anything did."""
+
+    def __init__(self, engine: eos.ConfluentEngine) -> None:
+        self.engine = engine
+        self.ended: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="engine-under-test")
+
+    def _run(self) -> None:
+        try:
+            self.engine.run()
+        except BaseException as exc:  # SystemExit included: that is the defect
+            self.ended = exc
+
+    def __enter__(self) -> Running:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.engine._stopping.set()
+        self.thread.join(20)
+
+    def wait_for(self, what: str, check: Callable[[], bool], timeout_s: float = 15) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.ended is None, f"the engine ended: {self.ended!r}"
+            if check():
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+def _engine(tmp_path: Path, broker: FakeBroker, monkeypatch: pytest.MonkeyPatch,
+            prefix: str) -> eos.ConfluentEngine:  # fmt: skip
+    monkeypatch.setattr(eos, "TransactionalClients", broker.make)
+    monkeypatch.setattr(eos, "cluster_answers", lambda *a, **k: broker.reachable, raising=False)
+    settings = CoordinatorSettings(
+        topics=Topics(prefix), data_dir=tmp_path, partitions=PARTITIONS, view_interval_ms=0
+    )
+    engine = eos.ConfluentEngine(settings)
+    engine._health_table = _NoTable()  # type: ignore[assignment]
+    engine.watchdog = LoopWatchdog(stall_s=2.0)
+
+    def restore(partitions: list[int]) -> int:  # the committed stores are the local ones
+        for p in partitions:
+            engine.state.open(p)
+        return 0
+
+    engine._restore = restore  # type: ignore[method-assign]
+    return engine
+
+
+def _upsert(broker: FakeBroker, topics: Topics, stream_id: str) -> None:
+    start = time.time_ns() // 1_000_000 - 5_000
+    value = {"type": "upsert", "stream_id": stream_id, "start_ms": start - start % 1000,
+             "window_ms": 1000, "step_ms": 1000}  # fmt: skip
+    key = stream_id.encode()
+    broker.append(topics.control, partition_of(key, PARTITIONS), key, json.dumps(value).encode())
+
+
+def test_an_abort_that_fails_renews_the_clients_and_redoes_the_void_transaction_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = FakeBroker()
+    timed_out = TransactionAborted("commit_transaction: 1 message timed out")
+    invalid = _abort_failed("abort_transaction: Broker: Producer attempted a transactional "
+                            "operation in an invalid state")  # fmt: skip
+    broker.faults = [{"commit_error": timed_out, "abort_error": invalid}]
+    engine = _engine(tmp_path, broker, monkeypatch, "renew-abort")
+    _upsert(broker, engine.topics, "s1")
+    with Running(engine) as running:
+        running.wait_for("a transaction committed on new clients", lambda: len(
+            broker.made) >= 2 and broker.made[1].committed_txns >= 1)  # fmt: skip
+        doc = engine.health()
+    old, new = broker.made[0], broker.made[1]
+    assert running.ended is None, running.ended
+    assert old.committed_txns == 0 and old.calls.count("abort") == 1, old.calls
+    assert old.detached and old.closed, "the old clients are abandoned and closed"
+    assert new.calls[:2] == ["init_transactions", "subscribe"], new.calls
+    assert len(broker.made) == 2, "one renewal"
+    assert doc["stats"]["renewals"] == 1, doc
+    assert doc["status"] == "ok", doc
+    # The upsert of the void transaction was read again on the new clients and committed once:
+    # its offset is committed, and each of its tasks is visible once.
+    control_p = partition_of(b"s1", PARTITIONS)
+    assert broker.offsets[(engine.topics.control, control_p)] == 1
+    tasks = [t["task_id"] for t in broker.records(engine.topics.tasks)]
+    assert tasks and len(tasks) == len(set(tasks)), tasks
+
+
+def test_a_gone_cluster_is_waited_for_then_the_clients_are_renewed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = FakeBroker()
+    gave_up = TransactionFatal("commit_transaction: Local: Timed out")
+    broker.faults = [{"commit_error": gave_up}]
+    broker.reachable = False
+    engine = _engine(tmp_path, broker, monkeypatch, "renew-wait")
+    _upsert(broker, engine.topics, "s1")
+    with Running(engine) as running:
+        running.wait_for("/health to say it waits for the brokers",
+                         lambda: engine.health()["status"] == "waiting_for_brokers")  # fmt: skip
+        doc = engine.health()
+        assert doc["waiting"]["since_ms"] > 0 and "Timed out" in doc["waiting"]["error"], doc
+        assert doc["partitions"] == [], "every partition is released while it waits"
+        time.sleep(1.5)
+        assert len(broker.made) == 1, "no new clients while no broker answers"
+        broker.reachable = True
+        running.wait_for("a transaction committed on new clients", lambda: len(
+            broker.made) >= 2 and broker.made[1].committed_txns >= 1, timeout_s=20)  # fmt: skip
+        doc = engine.health()
+    assert running.ended is None, running.ended
+    assert doc["status"] == "ok" and "waiting" not in doc, doc
+    assert doc["partitions"] == [0, 1], doc
+    tasks = [t["task_id"] for t in broker.records(engine.topics.tasks)]
+    assert tasks and len(tasks) == len(set(tasks)), tasks
