@@ -149,6 +149,7 @@ class ConfluentEngine:
             lambda: renew_clients(self),
             (lambda: cluster_answers(settings.kafka)) if probe is None else probe,
             self._stopping,
+            idle=lambda: self.watchdog.idle(),
         )
         self.metrics.registry.register(RenewalCollector(self.renewal))
 

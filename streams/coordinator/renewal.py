@@ -229,8 +229,10 @@ class ClientRenewal:
         stopping: threading.Event,
         rule: RenewalRule | None = None,
         clock: Callable[[], float] = time.monotonic,
+        idle: Callable[[], None] = lambda: None,
     ) -> None:
-        self._drop, self._renew, self._probe = drop, renew, probe
+        """`idle` is called while it waits: the loop's watchdog must not report a stall."""
+        self._drop, self._renew, self._probe, self._idle = drop, renew, probe, idle
         self._stopping = stopping
         self.rule = RenewalRule() if rule is None else rule
         self._clock = clock
@@ -252,6 +254,7 @@ class ClientRenewal:
                     "clients renewed", exc, reason)  # fmt: skip
         self._drop()
         while not self._stopping.is_set():
+            self._idle()
             decision = self.rule.failed(reason, self._probe(), self._clock())
             if decision.action is Action.EXIT:
                 log.error("%s (the last error: %s); exiting: a restart carries on from the last "

@@ -60,6 +60,11 @@ class LoopWatchdog:
             self.slow_steps += 1
             log.info("one step of the loop took %.0f ms", took_s * 1000)
 
+    def idle(self) -> None:
+        """The loop waits on purpose (for the brokers to come back): neither a stall nor a
+        slow step."""
+        self.beat_at = self._clock()
+
     def start(self) -> LoopWatchdog:
         self.beat_at = self._clock()  # what came before the loop is not a step
         self._thread.start()

@@ -43,23 +43,27 @@ def test_a_full_broker_outage_is_waited_out_without_exit_and_exactly_once(
             run.wait_caught_up()
             broker.stop()
             began = time.monotonic()
-            seen: list[dict[str, Any]] = []
+            seen: list[tuple[float, dict[str, Any]]] = []
             while time.monotonic() - began < OUTAGE_S:
                 assert proc.exited() is None, f"exited during the outage:\n{proc.tail(8000)}"
                 doc = proc.health()
                 if doc is not None:
-                    seen.append(doc)
+                    seen.append((time.monotonic() - began, doc))
                 time.sleep(1.0)
-            waiting = [d for d in seen if d["status"] == "waiting_for_brokers"]
-            assert waiting, f"/health never said it waits: {[d['status'] for d in seen]}"
-            assert waiting[-1]["waiting"]["since_ms"] > 0 and waiting[-1]["waiting"]["error"]
+            waiting = [(at_s, d) for at_s, d in seen if d["status"] == "waiting_for_brokers"]
+            assert waiting, f"/health never said it waits: {[d['status'] for _, d in seen]}"
+            assert waiting[-1][1]["waiting"]["since_ms"] > 0 and waiting[-1][1]["waiting"]["error"]
             broker.start()
+            back = time.monotonic()
             at_return = run.marks()
             run.tail.wait_for(
                 "progress on every stream after the outage",
                 lambda: all(m > at_return[s] + 5 * WINDOW for s, m in run.marks().items()),
                 timeout_s=90,
             )
+            print(f"\nwaiting for the brokers from {waiting[0][0]:.0f} s into the outage; "
+                  f"progress on every stream {time.monotonic() - back:.1f} s after the broker "
+                  "was back")  # fmt: skip
             assert proc.exited() is None, proc.tail(8000)
         run.tail.drain()
         marks = run.check()
