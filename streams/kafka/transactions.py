@@ -249,11 +249,17 @@ class TransactionalClients:
 
     def assign(self, offsets: dict[tuple[str, int], int]) -> None:
         """Start reading the given partitions at the given offsets (inside on_assign)."""
-        self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        try:
+            self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        except KafkaException as exc:
+            raise _classify(exc, "assign") from exc
 
     def seek(self, offsets: dict[tuple[str, int], int]) -> None:
-        for (topic, partition), offset in offsets.items():
-            self._consumer.seek(TopicPartition(topic, partition, offset))
+        try:
+            for (topic, partition), offset in offsets.items():
+                self._consumer.seek(TopicPartition(topic, partition, offset))
+        except KafkaException as exc:  # e.g. a partition no longer assigned: new clients
+            raise _classify(exc, "seek") from exc
 
     # -- the transaction ----------------------------------------------------------------
 
