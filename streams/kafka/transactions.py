@@ -27,6 +27,7 @@ from confluent_kafka import (
 from streams.errors import BrokerUnavailable, TidemarkError
 from streams.kafka.admin import wait_ready
 from streams.kafka.changelog import watermarks_of
+from streams.kafka.progress import KafkaProgress
 from streams.kafka.settings import KafkaSettings
 
 log = logging.getLogger("streams.kafka")
@@ -68,6 +69,13 @@ class AbortFailed(TransactionFatal):
     transaction back on its timeout (librdkafka #3297, #4849)."""
 
     reason = "abort_failed"
+
+
+class ConsumerStalled(TransactionFatal):
+    """The consumer sits behind records it could read, for longer than a bound
+    (streams.kafka.progress): a librdkafka fetcher wedged, say after a broker restart."""
+
+    reason = "stalled_consumer"
 
 
 class Input(NamedTuple):  # a tuple: one is made per message, and a dataclass costs 4 times more
@@ -172,6 +180,8 @@ class TransactionalClients:
         self._in_transaction = False
         self._detached = False
         self._closed = False
+        # Whether the consumer still reads what it could (no verdict while no broker answers).
+        self._progress = KafkaProgress(settings)
 
     @staticmethod
     def _on_error(err: KafkaError) -> None:
@@ -217,6 +227,11 @@ class TransactionalClients:
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
             assert topic is not None and partition is not None and offset is not None
             append(Input(topic, partition, offset, msg.key(), msg.value()))
+        # A member may rightly own no partition (more coordinators than partitions): only
+        # records left unread count. The check asks the ends every 5 s without waiting.
+        stall = self._progress.check(self._consumer, expect_assignment=False)
+        if stall is not None:
+            raise ConsumerStalled(f"consumer: {stall.describe()}")
         return out
 
     def committed(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -371,7 +386,8 @@ class TransactionalClients:
             log.warning("closing the consumer: %s", exc)
         if not self._detached:
             self._producer.flush(1)
-        del self._producer  # its last reference: librdkafka's handle is destroyed here
+        del self._producer  # their last references: librdkafka's handles are destroyed here
+        del self._progress
 
     def detach(self) -> None:
         """From now on no rebalance callback reaches the engine and nothing is flushed at

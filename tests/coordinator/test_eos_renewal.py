@@ -67,9 +67,11 @@ class FakeClients:
         broker: FakeBroker,
         commit_error: Exception | None = None,
         abort_error: Exception | None = None,
+        poll_error: Exception | None = None,
     ) -> None:
         self.broker = broker
         self.commit_error, self.abort_error = commit_error, abort_error
+        self.poll_error = poll_error
         self.calls: list[str] = []
         self.positions: dict[tuple[str, int], int] = {}
         self.pending: list[tuple[str, int, bytes | None, bytes | None]] = []
@@ -93,6 +95,8 @@ class FakeClients:
         if self._callbacks is not None and not self._assigned and not self.detached:
             self._assigned = True
             self._callbacks[0]([(t, p) for t in self._topics for p in range(PARTITIONS)])
+        elif self._assigned and self.poll_error is not None:
+            raise self.poll_error
         out = []
         for (topic, p), at in self.positions.items():
             for offset, (key, value) in enumerate(self.broker.log.get((topic, p), [])):
@@ -286,3 +290,23 @@ def test_a_gone_cluster_is_waited_for_then_the_clients_are_renewed(
     assert doc["partitions"] == [0, 1], doc
     tasks = [t["task_id"] for t in broker.records(engine.topics.tasks)]
     assert tasks and len(tasks) == len(set(tasks)), tasks
+
+
+def test_a_stalled_consumer_gets_new_clients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What TransactionalClients.poll raises when its consumer sits behind readable records
+    for 30 s (streams.kafka.progress)."""
+    broker = FakeBroker()
+    stalled = getattr(transactions, "ConsumerStalled", TransactionFatal)
+    broker.faults = [{"poll_error": stalled("consumer: behind on control[0] at 0 of 1")}]
+    engine = _engine(tmp_path, broker, monkeypatch, "renew-stall")
+    _upsert(broker, engine.topics, "s1")
+    with Running(engine) as running:
+        running.wait_for("a transaction committed on new clients", lambda: len(
+            broker.made) >= 2 and broker.made[1].committed_txns >= 1)  # fmt: skip
+        doc = engine.health()
+    assert running.ended is None, running.ended
+    assert broker.made[0].detached and broker.made[0].closed
+    assert doc["stats"]["renewals"] == 1 and doc["status"] == "ok", doc
+    assert dict(engine.renewal.renewals) == {"stalled_consumer": 1}
