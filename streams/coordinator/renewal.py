@@ -127,16 +127,21 @@ class RenewalRule:
         self._failures = 0
         self._failing_since_s = None
 
-    def failed(self, reason: str, reachable: bool, now_s: float) -> Decision:
-        """The clients failed for `reason` at `now_s`, and the cluster answered a probe (or not)."""
-        if reason == FENCED:
-            self._fences = [t for t in self._fences if now_s - t < self.fence_window_s]
-            self._fences.append(now_s)
-            if len(self._fences) >= self.fences_max:
-                return Decision(Action.EXIT, 0.0, (
-                    f"the producer was fenced {len(self._fences)} times within "
-                    f"{self.fence_window_s:.0f} s: another live process has this "
-                    "transactional.id (the same --instance-id)"))  # fmt: skip
+    def fenced(self, now_s: float) -> Decision | None:
+        """The producer was fenced at `now_s` (once per error): an EXIT if it happens too
+        often, else None (the clients are renewed as for any failure)."""
+        self._fences = [t for t in self._fences if now_s - t < self.fence_window_s]
+        self._fences.append(now_s)
+        if len(self._fences) < self.fences_max:
+            return None
+        return Decision(Action.EXIT, 0.0, (
+            f"the producer was fenced {len(self._fences)} times within "
+            f"{self.fence_window_s:.0f} s: another live process has this transactional.id "
+            "(the same --instance-id)"))  # fmt: skip
+
+    def failed(self, reachable: bool, now_s: float) -> Decision:
+        """The clients failed (or new ones did) at `now_s`; the cluster answered a probe, or
+        not. Called again after each WAIT."""
         if not reachable:
             if self.waiting_since_s is None:
                 self.waiting_since_s, self._waits, self._reported_s = now_s, 0, None
@@ -213,7 +218,9 @@ def forget_frames(exc: BaseException) -> None:
     """Drop the locals of an error's finished frames (and its causes'): they hold the old
     clients, whose last reference must go on the closing thread, not the loop's."""
     seen: BaseException | None = exc
-    while seen is not None:
+    for _ in range(10):  # a chain is a few errors long; never follow a cycle for ever
+        if seen is None:
+            return
         traceback.clear_frames(seen.__traceback__)
         seen = seen.__cause__ or seen.__context__
 
@@ -247,15 +254,19 @@ class ClientRenewal:
     def recover(self, exc: TidemarkError) -> None:
         """Return with new clients subscribed (or once a stop is asked for); exit as the rule
         says. The caller starts its loop afresh."""
-        reason, first = reason_of(exc), reason_of(exc)
+        first = reason_of(exc)
         forget_frames(exc)
         self._set("renewing_clients", str(exc))
         log.warning("%s (%s): the open transaction and every partition are dropped and the "
-                    "clients renewed", exc, reason)  # fmt: skip
+                    "clients renewed", exc, first)  # fmt: skip
         self._drop()
+        fenced = first == FENCED
         while not self._stopping.is_set():
             self._idle()
-            decision = self.rule.failed(reason, self._probe(), self._clock())
+            decision = self.rule.fenced(self._clock()) if fenced else None
+            fenced = False
+            if decision is None:
+                decision = self.rule.failed(self._probe(), self._clock())
             if decision.action is Action.EXIT:
                 log.error("%s (the last error: %s); exiting: a restart carries on from the last "
                           "commit", decision.why, self.last_error)  # fmt: skip
@@ -275,6 +286,7 @@ class ClientRenewal:
                 self._renew()
             except TidemarkError as again:  # e.g. init_transactions timed out
                 reason = reason_of(again)
+                fenced = reason == FENCED
                 forget_frames(again)
                 self.last_error = str(again)
                 log.warning("new clients failed (%s, %s): %s", reason, decision.why, again)

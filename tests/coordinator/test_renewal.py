@@ -27,7 +27,7 @@ from streams.kafka.transactions import AbortFailed, ProducerFenced, TransactionF
 
 def test_clients_that_fail_while_the_cluster_answers_are_renewed_at_once() -> None:
     rule = RenewalRule()
-    decision = rule.failed(ABORT_FAILED, reachable=True, now_s=100.0)
+    decision = rule.failed(reachable=True, now_s=100.0)
     assert decision.action is Action.RENEW and decision.delay_s == 0.0
 
 
@@ -36,7 +36,7 @@ def test_a_gone_cluster_is_waited_for_with_a_bounded_backoff_reported_once_a_min
     now = 0.0
     delays, reports = [], []
     while now < 300:
-        decision = rule.failed(FATAL, reachable=False, now_s=now)
+        decision = rule.failed(reachable=False, now_s=now)
         assert decision.action is Action.WAIT, decision
         delays.append(decision.delay_s)
         reports.append(decision.report)
@@ -44,7 +44,7 @@ def test_a_gone_cluster_is_waited_for_with_a_bounded_backoff_reported_once_a_min
     assert delays[:4] == [1.0, 2.0, 4.0, 8.0] and max(delays) == 10.0
     assert reports[0] and 4 <= sum(reports) <= 6, reports  # about once a minute over 5 min
     assert rule.waiting_since_s == 0.0
-    back = rule.failed(FATAL, reachable=True, now_s=now)
+    back = rule.failed(reachable=True, now_s=now)
     assert back.action is Action.RENEW and back.delay_s == 0.0
     assert rule.waiting_since_s is None
 
@@ -52,14 +52,14 @@ def test_a_gone_cluster_is_waited_for_with_a_bounded_backoff_reported_once_a_min
 def test_an_outage_of_any_length_never_exits() -> None:
     rule = RenewalRule()
     for second in range(0, 3600, 10):  # an hour without a broker
-        assert rule.failed(FATAL, False, float(second)).action is Action.WAIT
+        assert rule.failed(False, float(second)).action is Action.WAIT
 
 
 def test_renewals_that_keep_failing_while_the_cluster_answers_back_off_then_exit() -> None:
     rule = RenewalRule(renewals_max=5, failing_max_s=600.0)
     now, decisions = 0.0, []
     while True:
-        decision = rule.failed(FATAL, reachable=True, now_s=now)
+        decision = rule.failed(reachable=True, now_s=now)
         decisions.append(decision)
         if decision.action is Action.EXIT:
             break
@@ -74,20 +74,33 @@ def test_renewals_that_keep_failing_while_the_cluster_answers_back_off_then_exit
 def test_a_commit_between_failed_renewals_starts_the_count_again() -> None:
     rule = RenewalRule(renewals_max=2, failing_max_s=10.0)
     for i in range(50):  # renewals that each work for a while: never an exit
-        assert rule.failed(ABORT_STREAK, True, i * 100.0).action is Action.RENEW
+        assert rule.failed(True, i * 100.0).action is Action.RENEW
         rule.committed()
 
 
 def test_fenced_over_and_over_means_another_live_instance_and_exits() -> None:
     rule = RenewalRule(fences_max=3, fence_window_s=300.0)
-    assert rule.failed(FENCED, True, 0.0).action is Action.RENEW  # a broker timed it out
+    assert rule.fenced(0.0) is None  # once: a broker timed the transaction out
+    assert rule.failed(True, 0.0).action is Action.RENEW
     rule.committed()
-    assert rule.failed(FENCED, True, 400.0).action is Action.RENEW  # the first is forgotten
-    rule.committed()
-    assert rule.failed(FENCED, True, 450.0).action is Action.RENEW
-    rule.committed()
-    exit_ = rule.failed(FENCED, True, 500.0)
-    assert exit_.action is Action.EXIT and "another live process" in exit_.why
+    assert rule.fenced(400.0) is None  # the first is forgotten by now
+    assert rule.fenced(450.0) is None
+    exit_ = rule.fenced(500.0)
+    assert exit_ is not None and exit_.action is Action.EXIT
+    assert "another live process" in exit_.why
+
+
+def test_a_fence_then_a_long_outage_counts_one_fence() -> None:
+    events: list[str] = []
+    answers = iter([False] * 10 + [True])
+    clock = iter(float(i) for i in range(100))
+    renewal = ClientRenewal(lambda: events.append("drop"), lambda: events.append("renew"),
+                            lambda: next(answers), threading.Event(),
+                            clock=lambda: next(clock))  # fmt: skip
+    renewal._stopping.wait = lambda timeout=None: False  # type: ignore[method-assign]
+    renewal.recover(ProducerFenced("commit_transaction: Local: This instance has been fenced"))
+    assert events == ["drop", "renew"]
+    assert dict(renewal.renewals) == {FENCED: 1}
 
 
 def test_each_error_names_its_reason() -> None:
