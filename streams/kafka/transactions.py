@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 from confluent_kafka import (
@@ -26,9 +27,30 @@ from confluent_kafka import (
 
 from streams.errors import BrokerUnavailable, TidemarkError
 from streams.kafka.admin import wait_ready
+from streams.kafka.caller import STUCK_GRACE_S, Caller
 from streams.kafka.changelog import watermarks_of
 from streams.kafka.progress import KafkaProgress
 from streams.kafka.settings import KafkaSettings
+from streams.kafka.txn_errors import (
+    AbortFailed,
+    CallStuck,
+    ConsumerStalled,
+    ProducerFenced,
+    TransactionAborted,
+    TransactionFatal,
+)
+
+__all__ = [  # the errors the engine acts on are imported from here too
+    "AbortFailed",
+    "CallStuck",
+    "ConsumerStalled",
+    "Input",
+    "ProducerFenced",
+    "TransactionAborted",
+    "TransactionFatal",
+    "TransactionalClients",
+    "cluster_answers",
+]
 
 log = logging.getLogger("streams.kafka")
 
@@ -44,38 +66,6 @@ CALL_TIMEOUT_S = 30.0
 CALL_SLICE_S = 1.0
 # How long a probe of the cluster (a fresh client's metadata request) waits for an answer.
 PROBE_TIMEOUT_S = 5.0
-
-
-class TransactionAborted(TidemarkError):
-    """The open transaction had to be aborted; its outputs, state and offsets are void."""
-
-
-class TransactionFatal(TidemarkError):
-    """The clients are unusable (a fatal error, or a call that gave up): the confluent engine
-    renews them (streams.coordinator.renewal); `reason` labels the renewal."""
-
-    reason = "fatal"
-
-
-class ProducerFenced(TransactionFatal):
-    """The producer was fenced: a newer producer of its transactional.id, or a broker that
-    timed its transaction out and bumped its epoch."""
-
-    reason = "fenced"
-
-
-class AbortFailed(TransactionFatal):
-    """abort_transaction failed, e.g. INVALID_TXN_STATE once the broker has rolled the
-    transaction back on its timeout (librdkafka #3297, #4849)."""
-
-    reason = "abort_failed"
-
-
-class ConsumerStalled(TransactionFatal):
-    """The consumer sits behind records it could read, for longer than a bound
-    (streams.kafka.progress): a librdkafka fetcher wedged, say after a broker restart."""
-
-    reason = "stalled_consumer"
 
 
 class Input(NamedTuple):  # a tuple: one is made per message, and a dataclass costs 4 times more
@@ -104,13 +94,19 @@ def _classify(exc: KafkaException, what: str) -> TidemarkError:
     return TransactionFatal(f"{what}: {err.str()}")
 
 
-def _retrying(call: Callable[[float], Any], what: str, deadline_s: float) -> Any:
+def _retrying(
+    call: Callable[[float], Any], what: str, deadline_s: float, caller: Caller | None = None
+) -> Any:
     """Call with a timeout of at most CALL_SLICE_S until it succeeds, retrying what librdkafka
-    marks retriable (a slice that timed out among them), up to the deadline."""
+    marks retriable (a slice that timed out among them), up to the deadline; through `caller`
+    if given (a call that never returns then raises CallStuck)."""
     while True:
         timeout_s = max(0.01, min(CALL_SLICE_S, deadline_s - time.monotonic()))
         try:
-            return call(timeout_s)
+            if caller is None:
+                return call(timeout_s)
+            wait_s = max(timeout_s, deadline_s - time.monotonic()) + STUCK_GRACE_S
+            return caller.call(partial(call, timeout_s), wait_s, what)
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             # A slice that timed out is retried whatever its flags say (the transactional calls
@@ -178,6 +174,7 @@ class TransactionalClients:
             )
         )
         self._in_transaction = False
+        self._caller = Caller()
         self._detached = False
         self._closed = False
         # Whether the consumer still reads what it could (no verdict while no broker answers).
@@ -281,7 +278,7 @@ class TransactionalClients:
     def init_transactions(self) -> None:
         """Fence any previous instance with this transactional.id and abort its transaction."""
         deadline = time.monotonic() + CALL_TIMEOUT_S
-        _retrying(self._producer.init_transactions, "init_transactions", deadline)
+        _retrying(self._producer.init_transactions, "init_transactions", deadline, self._caller)
 
     def produce(
         self,
@@ -352,14 +349,11 @@ class TransactionalClients:
                 lambda t: self._producer.send_offsets_to_transaction(tps, metadata, t),
                 "send_offsets_to_transaction",
                 deadline,
+                self._caller,
             )
         if self._on_offsets_sent is not None:  # crash-point tests stop the process here
             self._on_offsets_sent()
-        _retrying(
-            self._producer.commit_transaction,
-            "commit_transaction",
-            deadline,
-        )
+        _retrying(self._producer.commit_transaction, "commit_transaction", deadline, self._caller)
         self._in_transaction = False
 
     def abort(self) -> None:
@@ -369,7 +363,7 @@ class TransactionalClients:
         self._in_transaction = False
         deadline = time.monotonic() + CALL_TIMEOUT_S
         try:
-            _retrying(self._producer.abort_transaction, "abort_transaction", deadline)
+            _retrying(self._producer.abort_transaction, "abort_transaction", deadline, self._caller)
         except ProducerFenced:
             raise
         except (TransactionAborted, TransactionFatal) as exc:
