@@ -205,6 +205,7 @@ def renew_clients(engine: ConfluentEngine) -> None:
     """New clients for the engine: their init_transactions fences the old producer and aborts
     its transaction, then they join the group, whose assignment restores the partitions from
     the changelog and the committed offsets, as at start."""
+    engine.state.date_released(now_ms())  # an outage's length does not count towards cleanup
     engine.clients = engine._make_clients()
     engine._emitter.bind(engine.clients)
     engine.clients.init_transactions()

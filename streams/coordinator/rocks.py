@@ -234,6 +234,11 @@ class TransactionalState:
             store.close()
             self._released[partition] = self._clock()
 
+    def date_released(self, now_ms: int) -> None:
+        """Count the cleanup delay of every released store from `now_ms`: after the engine
+        waited out a broker outage with its partitions released, they are likely to come back."""
+        self._released = dict.fromkeys(self._released, now_ms)
+
     def tidy(self, now_ms: int) -> list[int]:
         """Delete the stores released `cleanup_delay_ms` ago or more; return their partitions."""
         if not self._released:  # the usual case, at every step of the loop

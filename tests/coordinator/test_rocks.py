@@ -340,3 +340,17 @@ def test_stores_found_on_disk_count_as_released_when_the_process_starts(tmp_path
 
 def _partition(stream_id: str) -> int:
     return int(stream_id[0])
+
+
+def test_released_stores_dated_anew_are_kept_for_another_cleanup_delay(tmp_path: Path) -> None:
+    """After a wait for the brokers with every partition released (streams.coordinator.renewal),
+    the cleanup delay counts from the renewal, not from the release."""
+    clock = [1_000]
+    state = TransactionalState(
+        tmp_path, lambda s: 0, clock=lambda: clock[0], cleanup_delay_ms=600_000
+    )
+    state.open(0)
+    state.close(0)  # released at 1_000
+    state.date_released(1_000 + 900_000)  # renewed after a 15 min outage
+    assert state.tidy(1_000 + 900_000 + 10_000) == []
+    assert state.tidy(1_000 + 900_000 + 600_000) == [0]
