@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{label}: aborted for {NEW_CLIENTS_AFTER_S:g} s: new clients",
                               flush=True)  # fmt: skip
                         clients.close()
-                        clients = new_clients()  # as a restarted engine: a streak of its own
+                        clients = new_clients()  # as a renewal in the engine: a streak of its own
                         streak = AbortStreak(NEW_CLIENTS_AFTER_S)
                     else:
                         clients.poll(100, 1.0)  # a rejoin of the group is served here
