@@ -25,8 +25,8 @@ from streams.kafka.admin import TopicSpec, create_topics
 from streams.kafka.transactions import TransactionAborted, TransactionalClients
 
 TRANSACTIONS_PER_ROUND = 3
-# After this long of aborts the clients are made anew, as the engine's exit and restart do (by
-# the engine's own rule, AbortStreak, shortened): the consumer can stay out of its group for good.
+# After this long of aborts the clients are made anew, as the engine renews them (by the
+# engine's own rule, AbortStreak, shortened): the consumer can stay out of its group for good.
 # A transaction fails once new clients abort for as long again.
 NEW_CLIENTS_AFTER_S = 15.0
 
