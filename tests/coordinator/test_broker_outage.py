@@ -21,7 +21,7 @@ from tests.support.coordinator import CoordinatorProcess
 
 pytestmark = pytest.mark.broker
 
-OUTAGE_S = 80.0  # past 10 s (transaction timeout) + 30 s (commit) + 30 s (abort)
+OUTAGE_S = 90.0  # past 10 s (transaction timeout) + 30 s (commit) + 30 s (abort)
 
 
 def test_a_full_broker_outage_is_waited_out_without_exit_and_exactly_once(
