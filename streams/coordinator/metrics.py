@@ -31,6 +31,12 @@ The outage guard, as this coordinator decided at its last refresh (``OutageColle
   coordinator's streams with a held window) and ``tidemark_outage_hold_seconds`` (how long the
   source's bypasses have been held, since this coordinator saw it go into outage).
 
+The confluent engine's clients (``RenewalCollector``, streams.coordinator.renewal):
+
+- ``tidemark_client_renewals_total{reason}``: its Kafka clients renewed in process, by what made
+  them fail (``abort_failed``, ``fenced``, ``fatal``, ``stuck_call``, ``stalled_consumer``,
+  ``abort_streak``, ``error``).
+
 Read from the cluster every few seconds by a background thread (``ConsumerLagCollector``):
 
 - ``tidemark_consumer_lag{group,topic,partition}``: high watermark - committed offset, for the
