@@ -111,11 +111,13 @@ class OutageLogFilter(logging.Filter):
             return True
 
     def install(self, names: Iterable[str] = AIOKAFKA_LOGGERS) -> OutageLogFilter:
-        """On each of aiokafka's loggers (a logger's filter sees only its own records)."""
+        """On each of aiokafka's loggers (a logger's filter sees only its own records), in
+        place of one installed before (an app built again in the same process)."""
         for name in names:
             logger = logging.getLogger(name)
-            if self not in logger.filters:
-                logger.addFilter(self)
+            for old in [f for f in logger.filters if isinstance(f, OutageLogFilter)]:
+                logger.removeFilter(old)
+            logger.addFilter(self)
         return self
 
     def uninstall(self, names: Iterable[str] = AIOKAFKA_LOGGERS) -> None:

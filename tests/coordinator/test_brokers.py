@@ -74,3 +74,14 @@ def test_an_outage_is_one_wait_one_line_a_minute_and_a_warning_a_minute(
     # the other lines of aiokafka pass as they are
     assert sum("rebalancing" in r.getMessage() for r in caplog.records) == 150
     assert health["kafka"] == "waiting_for_brokers" and health["kafka_waiting_since_ms"] == 0
+
+
+def test_an_app_built_again_replaces_the_filter() -> None:
+    names = ("aiokafka.test-only",)
+    first = OutageLogFilter(BrokerWatch()).install(names)
+    second = OutageLogFilter(BrokerWatch()).install(names)
+    try:
+        assert logging.getLogger(names[0]).filters == [second]
+    finally:
+        first.uninstall(names)
+        second.uninstall(names)
