@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 WARN_EVERY_MS = 60_000
+# A wait shorter than this is a blip (one connection lost and made again, a line aiokafka logs as
+# a broker comes back): its end is not announced.
+SAID_AFTER_MS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +93,11 @@ class BrokerWatch:
             return current
 
     def recovered(self) -> Waiting | None:
-        """The last wait that ended, once (for the line that says the brokers are back)."""
+        """The last wait that ended, once (for the line that says the brokers are back), if it
+        lasted `SAID_AFTER_MS` at least."""
         with self._lock:
             ended, self._ended = self._ended, None
-            return ended
+            return ended if ended is not None and ended.waited_ms >= SAID_AFTER_MS else None
 
     def health(self, now_ms: int) -> dict[str, Any]:
         """For a /health document: `{"kafka": "ok"}` or what it waits for."""

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.broker
 
 # Past Faust's session timeout (10 s), its commit interval and aiokafka's request timeout (40 s),
 # and past the minute after which each process says again that it still waits.
-OUTAGE_S = 75
+OUTAGE_S = 70
 WINDOW_MS = 2000
 
 

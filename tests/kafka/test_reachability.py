@@ -39,3 +39,13 @@ def test_a_client_that_reports_only_failures_has_reconnected_after_a_quiet_spell
     assert watch.waiting(95_000) is not None
     assert watch.waiting(99_901) is None
     assert watch.recovered() == Waiting(0, 99_900, "refused", 900)
+
+
+def test_the_end_of_a_blip_is_not_announced() -> None:
+    watch = BrokerWatch(quiet_ms=10_000)
+    watch.unreachable(0, "refused")
+    watch.reachable(100)  # a connection made again at once
+    assert watch.recovered() is None
+    watch.unreachable(1000, "refused")
+    watch.reachable(7000)
+    assert watch.recovered() == Waiting(1000, 6000, "refused", 1)
