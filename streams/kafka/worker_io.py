@@ -249,14 +249,22 @@ class KafkaTaskSource:
         except Exception:
             log.exception("handling the assignment of %s failed", _names(partitions))
 
-    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, lost=False)
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._release(consumer, partitions, lost=False)
 
-    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, lost=True)
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._release(consumer, partitions, lost=True)
 
-    def _release(self, partitions: list[TopicPartition], *, lost: bool) -> None:
+    def _release(self, consumer: Consumer, partitions: list[TopicPartition], *, lost: bool) -> None:
         try:
+            if self._paused and partitions:
+                # librdkafka keeps a partition paused by the application through its loss and
+                # a new assignment: a resume made while it is away (a full buffer drained
+                # during a broker outage) would then leave it paused for good. It leaves
+                # resumed; `_on_assign` pauses it again if it comes back while paused. (Not a
+                # resume at each assignment: a pause or resume right after an assign can void
+                # the assign's start offset, confluentinc/librdkafka#2190.)
+                consumer.resume(partitions)
             listener = self._the_listener()
             (listener.lost if lost else listener.revoked)(_keys(partitions))
             if partitions:

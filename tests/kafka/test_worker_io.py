@@ -7,6 +7,7 @@ import logging
 from typing import Any, ClassVar
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from streams.kafka import worker_io
 from streams.kafka.progress import ProgressWatch, Stall
@@ -151,3 +152,77 @@ def test_a_source_with_no_broker_up_waits_saying_so_once_a_minute_and_when_it_en
     assert caplog.records[-1].message == "Kafka brokers answer again after 150 s"
     assert source.brokers.health(now[0]) == {"kafka": "ok"}
     assert len(FakeConsumer.made) == 1  # waited, not renewed
+
+
+class StickyPauseConsumer(FakeConsumer):
+    """Keeps librdkafka's pause rule: a partition paused by the application stays paused
+    after it is lost and assigned again, until resumed (confluentinc/librdkafka#1849)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self.assigned: set[tuple[str, int]] = set()
+        self.paused: set[tuple[str, int]] = set()
+        self.callbacks: dict[str, Any] = {}
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        super().subscribe(topics)
+        self.callbacks = callbacks
+
+    def assignment(self) -> list[Any]:
+        return [TopicPartition(t, p) for t, p in sorted(self.assigned)]
+
+    def incremental_assign(self, tps: list[Any]) -> None:
+        self.assigned |= {(tp.topic, tp.partition) for tp in tps}
+
+    def pause(self, tps: list[Any]) -> None:
+        self.paused |= {(tp.topic, tp.partition) for tp in tps}
+
+    def resume(self, tps: list[Any]) -> None:
+        self.paused -= {(tp.topic, tp.partition) for tp in tps}
+
+    def lose_all(self) -> None:
+        lost = self.assignment()
+        self.callbacks["on_lost"](self, lost)
+        self.assigned.clear()  # what confluent-kafka does after the callback; pauses stay
+
+    def fetching(self) -> set[tuple[str, int]]:
+        return self.assigned - self.paused
+
+
+class _Listener:
+    def assigned(self, _partitions: Any) -> None:
+        pass
+
+    def lost(self, _partitions: Any) -> None:
+        pass
+
+    def fatal(self, _reason: str) -> None:
+        pass
+
+
+def test_partitions_paused_before_an_outage_fetch_again_when_assigned_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full buffer paused the assignment as the broker went away (results could not be
+    delivered); the partitions were lost at the session timeout; the results went out once the
+    broker was back and the worker resumed, with nothing assigned; then the group gave the
+    partitions back. librdkafka kept them paused: the worker fetched nothing more (a scratch
+    run after a 5 min outage: 80 s without a task while the coordinator dispatched 90)."""
+    StickyPauseConsumer.made.clear()
+    monkeypatch.setattr(worker_io, "Consumer", StickyPauseConsumer)
+    source = worker_io.KafkaTaskSource(KafkaSettings(), WorkerConfig(pipeline="synthetic"))
+    source.open(_Listener())  # type: ignore[arg-type]
+    consumer = StickyPauseConsumer.made[0]
+    assert isinstance(consumer, StickyPauseConsumer)
+    tasks = [TopicPartition("tidemark.tasks", p) for p in range(3)]
+    consumer.callbacks["on_assign"](consumer, tasks)
+    assert len(consumer.fetching()) == 3
+    source.pause()  # the buffer is full: results wait for the broker
+    consumer.lose_all()  # the session timed out
+    source.resume()  # the results went out; nothing is assigned yet
+    consumer.callbacks["on_assign"](consumer, tasks)  # the group is back
+    assert consumer.fetching() == {("tidemark.tasks", p) for p in range(3)}
+    source.pause()  # and a pause still holds across a new assignment
+    consumer.lose_all()
+    consumer.callbacks["on_assign"](consumer, tasks)
+    assert consumer.fetching() == set()
