@@ -20,6 +20,7 @@ import faust
 from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from streams.coordinator.brokers import QUIET_MS, OutageLogFilter, say_waiting
 from streams.coordinator.catchup import CatchUp
 from streams.coordinator.gauges import consumer_lag_collector
 from streams.coordinator.health import guard
@@ -30,6 +31,7 @@ from streams.coordinator.startup import prepare_topics
 from streams.errors import TidemarkError
 from streams.kafka.lag import backlog
 from streams.kafka.output import KafkaOutput
+from streams.kafka.reachability import BrokerWatch
 
 log = logging.getLogger("streams.coordinator")
 
@@ -98,6 +100,8 @@ class CoordinatorApp(faust.App):
     """
 
     output: KafkaOutput | None = None
+    # Whether aiokafka reaches the brokers (streams.coordinator.brokers), for /health and logs.
+    brokers: BrokerWatch | None = None
 
     def _new_producer(self) -> Any:
         producer = super()._new_producer()
@@ -115,6 +119,8 @@ class CoordinatorApp(faust.App):
 def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
     for name in _NOISY:
         logging.getLogger(name).setLevel(logging.WARNING)
+    brokers = BrokerWatch(quiet_ms=QUIET_MS)
+    OutageLogFilter(brokers).install()
     t = settings.topics
     app = CoordinatorApp(
         t.app_id,
@@ -155,6 +161,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
             },
         )
 
+    app.brokers = brokers
     metrics = CoordinatorMetrics(
         top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
     )
@@ -193,6 +200,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
             # the stream's current event and be waiting to read it back: it gets it back below.
             theirs = stream.current_event
             now = now_ms()
+            brokers.reachable(now)  # a record came: a broker answers
             for event in events:
                 stream._set_current_event(event)
                 m = event.message
@@ -245,6 +253,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
 
     @app.timer(interval=settings.tick_interval_ms / 1000)  # type: ignore[untyped-decorator]
     async def tick() -> None:
+        say_waiting(brokers, log, now_ms())  # a WARNING a minute through a broker outage
         output.poll()  # serve delivery callbacks
         if app.rebalancing:
             return
@@ -254,9 +263,12 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
 
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:
+        kafka = brokers.health(now_ms())
+        status = "rebalancing" if app.rebalancing else "ok"
         return web.json(
             {
-                "status": "rebalancing" if app.rebalancing else "ok",
+                "status": status if kafka["kafka"] == "ok" else "waiting_for_brokers",
+                **kafka,
                 "partitions": sorted(processor.assigned),
                 "indexed_streams": len(processor.index),
                 "stats": dict(processor.stats),

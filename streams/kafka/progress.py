@@ -43,6 +43,8 @@ Partition = tuple[str, int]
 DEFAULT_STALL_BOUND_MS = 30_000
 # How often the facts are gathered: each look costs a ListOffsets request.
 DEFAULT_CHECK_EVERY_MS = 5_000
+# The key of a DescribeCluster answer among the ends asked for (no partition has it).
+_ANY_BROKER = "any broker"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +151,7 @@ class KafkaProgress:
         self.every_ms = every_ms or min(DEFAULT_CHECK_EVERY_MS, max(100, bound_ms // 3))
         self._next_ms = 0
         self._admin: AdminClient | None = None
-        self._asked: dict[TopicPartition, Future[Any]] | None = None  # the ends asked for
+        self._asked: dict[Any, Future[Any]] | None = None  # the ends asked for
         self._asked_ms = 0
 
     def check(
@@ -205,13 +207,15 @@ class KafkaProgress:
             self._admin = AdminClient(self._settings.librdkafka(log_level=0))
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         request = {TopicPartition(tp.topic, tp.partition): latest for tp in assigned}
-        self._asked = (
-            self._admin.list_offsets(
+        if request:
+            self._asked = self._admin.list_offsets(
                 request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
             )
-            if request
-            else {}
-        )
+        else:
+            # No partition to ask ends for: a broker's answer is still the fact a verdict
+            # needs, or a member out of its group because every broker is gone would be
+            # "stalled" and renewed every bound through an outage, to no avail.
+            self._asked = {_ANY_BROKER: self._admin.describe_cluster(request_timeout=10)}
         self._asked_ms = now_ms
 
     def _answer(
@@ -226,6 +230,7 @@ class KafkaProgress:
         if any(f.exception() is not None for f in asked.values()):
             self._no_facts(now_ms)
             return None
+        asked.pop(_ANY_BROKER, None)  # it answered: that was all it was asked for
         ends = {(tp.topic, tp.partition): f.result().offset for tp, f in asked.items()}
         positions = {
             (tp.topic, tp.partition): max(tp.offset, -1)  # -1: nothing read yet

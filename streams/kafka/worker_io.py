@@ -9,6 +9,10 @@
   the coordinator's, so that a stream's results land where the coordinator expects them.
 - A task consumer that reads nothing while tasks wait on its partitions (streams.kafka.progress)
   is logged at WARNING and renewed: closed, and subscribed again.
+- While no broker answers (librdkafka says all brokers are down, or its statistics show no
+  connection up), the source is waiting, not failing: `brokers` (streams.kafka.reachability)
+  holds since when and on what error, a WARNING says so once a minute, and the clients go on
+  retrying by themselves; the first record or statistics report with a broker up ends it.
 
 librdkafka's own log lines go to the ``streams.worker.kafka`` logger.
 """
@@ -22,8 +26,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from streams import clock
 from streams.kafka.errors import severity
 from streams.kafka.progress import KafkaProgress
+from streams.kafka.reachability import BrokerWatch
 from streams.kafka.settings import KafkaSettings
 from streams.worker.config import WorkerConfig
 from streams.worker.offsets import Partition
@@ -71,9 +77,17 @@ def log_kafka_error(err: KafkaError, on_fatal: Callable[[str], None]) -> None:
 class KafkaTaskSource:
     """``TaskSource`` over a consumer of ``config.tasks_topic`` in the worker group."""
 
-    def __init__(self, settings: KafkaSettings, config: WorkerConfig) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        config: WorkerConfig,
+        brokers: BrokerWatch | None = None,
+        now_ms: Callable[[], int] = clock.now_ms,
+    ) -> None:
         self._settings = settings
         self._config = config
+        self.brokers = brokers or BrokerWatch()
+        self._now_ms = now_ms
         self._consumer: Consumer | None = None
         self._listener: SourceListener | None = None
         self._paused = False
@@ -87,7 +101,7 @@ class KafkaTaskSource:
             consumer_config(
                 self._settings,
                 self._config,
-                error_cb=lambda err: log_kafka_error(err, listener.fatal),
+                error_cb=lambda err: self._on_error(err, listener.fatal),
                 on_commit=self._on_commit,
                 stats_cb=self._on_stats,
                 **{"statistics.interval.ms": STATS_INTERVAL_MS},
@@ -102,6 +116,7 @@ class KafkaTaskSource:
         )
 
     def poll(self, timeout_s: float) -> Fetched | None:
+        self._say_waiting()
         # With no partition, it is owed some only while it is out of its group (there may be
         # more workers than partitions): after a broker restart a member can stay out of its
         # group for good, its join request never sent (docs/reliability.md).
@@ -118,11 +133,27 @@ class KafkaTaskSource:
             if severity(error) == "missing_topic":
                 log.warning("topic %s not found (yet): %s", self._config.tasks_topic, error)
             else:
-                log_kafka_error(error, self._the_listener().fatal)
+                self._on_error(error, self._the_listener().fatal)
             return None
+        self.brokers.reachable(self._now_ms())
         topic, partition, offset = message.topic(), message.partition(), message.offset()
         assert topic is not None and partition is not None and offset is not None
         return Fetched((topic, partition), offset, message.value())
+
+    def _say_waiting(self) -> None:
+        """Once a minute while no broker answers, and once when they answer again."""
+        now_ms = self._now_ms()
+        waiting = self.brokers.warning_due(now_ms)
+        if waiting is not None:
+            log.warning("%s; the worker goes on retrying", waiting.describe())
+        ended = self.brokers.recovered()
+        if ended is not None:
+            log.warning("Kafka brokers answer again after %.0f s", ended.waited_ms / 1000)
+
+    def _on_error(self, err: KafkaError, on_fatal: Callable[[str], None]) -> None:
+        if severity(err) == "unreachable":  # log_kafka_error says it
+            self.brokers.unreachable(self._now_ms(), str(err))
+        log_kafka_error(err, on_fatal)
 
     def _renew(self, why: str) -> None:
         """Close the stalled consumer (its partitions are revoked: safe positions committed,
@@ -187,10 +218,19 @@ class KafkaTaskSource:
 
     def _on_stats(self, stats_json: str) -> None:
         try:
-            cgrp = json.loads(stats_json).get("cgrp") or {}
+            stats = json.loads(stats_json)
+            cgrp = stats.get("cgrp") or {}
             self._group_state = (str(cgrp.get("state")), str(cgrp.get("join_state")))
+            states = sorted({str(b.get("state")) for b in (stats.get("brokers") or {}).values()})
         except (ValueError, AttributeError):
             self._group_state = None
+            return
+        if "UP" in states:
+            self.brokers.reachable(self._now_ms())
+        elif states and self.brokers.unreachable(
+            self._now_ms(), f"no broker connection up (states: {', '.join(states)})"
+        ):
+            log.warning("no Kafka broker connection is up; the worker waits for one")
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         failed = [(tp.topic, tp.partition) for tp in partitions if err or tp.error]
@@ -209,14 +249,22 @@ class KafkaTaskSource:
         except Exception:
             log.exception("handling the assignment of %s failed", _names(partitions))
 
-    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, lost=False)
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._release(consumer, partitions, lost=False)
 
-    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, lost=True)
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._release(consumer, partitions, lost=True)
 
-    def _release(self, partitions: list[TopicPartition], *, lost: bool) -> None:
+    def _release(self, consumer: Consumer, partitions: list[TopicPartition], *, lost: bool) -> None:
         try:
+            if self._paused and partitions:
+                # librdkafka keeps a partition paused by the application through its loss and
+                # a new assignment: a resume made while it is away (a full buffer drained
+                # during a broker outage) would then leave it paused for good. It leaves
+                # resumed; `_on_assign` pauses it again if it comes back while paused. (Not a
+                # resume at each assignment: a pause or resume right after an assign can void
+                # the assign's start offset, confluentinc/librdkafka#2190.)
+                consumer.resume(partitions)
             listener = self._the_listener()
             (listener.lost if lost else listener.revoked)(_keys(partitions))
             if partitions:

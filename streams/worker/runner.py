@@ -1,26 +1,37 @@
 """``run_worker``: one worker process from start to exit, around a ``WorkerRuntime``.
 
 It builds the pipeline's handler, waits for the broker (retrying with backoff and saying so,
-never hanging silently), serves ``/metrics`` if asked, turns SIGTERM and SIGINT into a
-graceful ``stop()`` (a second signal exits at once), runs the loop and returns an exit code.
+never hanging silently), serves ``/metrics`` and ``/health`` if asked, turns SIGTERM and
+SIGINT into a graceful ``stop()`` (a second signal exits at once), runs the loop and returns
+an exit code.
+
+A broker outage, however long, does not end the worker: its clients retry, and one
+``BrokerWatch`` (streams.kafka.reachability), fed at start-up by the wait for the broker and
+then by the task source, tells ``/health`` (``{"status": "waiting_for_brokers", ...}``) and the
+log (a WARNING a minute) that it waits, since when and on what error.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
+from streams import clock
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.handler import Handler
 from streams.kafka.admin import partition_counts, wait_ready
+from streams.kafka.reachability import BrokerWatch
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.worker_io import KafkaResultSink, KafkaTaskSource
 from streams.pipelines import build_pipeline
@@ -52,6 +63,7 @@ def run_worker(
     """
     handler = build_pipeline(config.pipeline, **dict(options or {}))
     settings = settings or KafkaSettings.from_env()
+    brokers = BrokerWatch()
     stopping = threading.Event()
     runtime: WorkerRuntime | None = None
 
@@ -64,11 +76,11 @@ def run_worker(
         deadline_s = config.grace_s + config.flush_timeout_s + STOP_MARGIN_S
         with (
             _signals_stop(request_stop, deadline_s),
-            _metrics_server(metrics_port, metrics_host, registry),
+            _metrics_server(metrics_port, metrics_host, registry, brokers),
         ):
-            if not _wait_for_broker(settings, config, stopping):
+            if not _wait_for_broker(settings, config, stopping, brokers):
                 return 0
-            runtime = kafka_runtime(settings, handler, config, registry=registry)
+            runtime = kafka_runtime(settings, handler, config, registry=registry, brokers=brokers)
             if stopping.is_set():  # a signal came while the runtime was being built
                 runtime.stop()
             runtime.run()
@@ -85,9 +97,10 @@ def kafka_runtime(
     config: WorkerConfig,
     *,
     registry: CollectorRegistry | None = None,
+    brokers: BrokerWatch | None = None,
 ) -> WorkerRuntime:
     """A runtime whose tasks and results go through Kafka (``streams.kafka.worker_io``)."""
-    source = KafkaTaskSource(settings, config)
+    source = KafkaTaskSource(settings, config, brokers)
     sink = KafkaResultSink(settings, config)
     return WorkerRuntime(handler, config, source, sink, registry=registry)
 
@@ -103,18 +116,24 @@ def _give_up(deadline_s: float) -> None:
 
 
 def _wait_for_broker(
-    settings: KafkaSettings, config: WorkerConfig, stopping: threading.Event
+    settings: KafkaSettings,
+    config: WorkerConfig,
+    stopping: threading.Event,
+    watch: BrokerWatch | None = None,
 ) -> bool:
     """Wait until a broker answers, retrying with backoff; False if stopped meanwhile."""
+    watch = watch or BrokerWatch()
     backoff_s = 1.0
     while not stopping.is_set():
         try:
             brokers = wait_ready(settings, timeout_s=5.0)
         except BrokerUnavailable as exc:
+            watch.unreachable(clock.now_ms(), str(exc))
             log.error("%s; retrying in %g s", exc, backoff_s)
             stopping.wait(backoff_s)
             backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
             continue
+        watch.reachable(clock.now_ms())
         log.info("Kafka at %s answered (%d brokers)", settings.bootstrap_servers, brokers)
         _check_topics(settings, config)
         return True
@@ -167,19 +186,48 @@ def _signals_stop(
             signal.signal(sig, handler)
 
 
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # scrapes are not news
+        pass
+
+
+def health_app(brokers: BrokerWatch, metrics: Callable[..., Iterable[bytes]]) -> Any:
+    """A WSGI app: ``/health`` says whether the worker reaches Kafka, anything else is
+    ``metrics``. Always 200: a worker waiting for the brokers is alive and will resume, and a
+    liveness probe that restarted it would only bring a new client that waits the same."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/health":
+            return metrics(environ, start_response)
+        state = brokers.health(clock.now_ms())
+        doc = {"status": "ok" if state["kafka"] == "ok" else "waiting_for_brokers", **state}
+        body = json.dumps(doc).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
+    return app
+
+
 @contextmanager
 def _metrics_server(
-    port: int | None, host: str, registry: CollectorRegistry | None
+    port: int | None,
+    host: str,
+    registry: CollectorRegistry | None,
+    brokers: BrokerWatch | None = None,
 ) -> Iterator[None]:
-    """Serve ``/metrics`` on ``host:port`` while the worker runs (nothing if ``port`` is None)."""
+    """Serve ``/metrics`` and ``/health`` on ``host:port`` while the worker runs (nothing if
+    ``port`` is None)."""
     if port is None:
         yield
         return
+    app = health_app(brokers or BrokerWatch(), make_wsgi_app(registry or REGISTRY))
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry or REGISTRY)
+        server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_Quiet)
     except OSError as exc:
         raise InvalidInput("metrics_port", f"cannot serve on {host}:{port}: {exc}") from exc
-    log.info("serving metrics on http://%s:%d/metrics", host, server.server_port)
+    thread = threading.Thread(target=server.serve_forever, name="worker-http", daemon=True)
+    thread.start()
+    log.info("serving metrics on http://%s:%d/metrics (and /health)", host, server.server_port)
     try:
         yield
     finally:

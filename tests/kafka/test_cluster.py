@@ -18,6 +18,10 @@ from streams.devbroker import LocalCluster
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import TopicSpec, create_topics, topic_config
 from streams.kafka.lag import LagReader, LagRow
+from streams.pipelines.synthetic import SyntheticPipeline
+from streams.worker.config import WorkerConfig
+from streams.worker.runner import kafka_runtime
+from tests.worker.kafka_helpers import PARTITIONS, ResultReader, for_task, make_task, send
 
 pytestmark = pytest.mark.broker
 
@@ -194,3 +198,43 @@ def test_the_lag_reader_rides_through_its_group_coordinator_moving(
     assert moved != coordinator
     assert set(reads) <= {"ok", "unavailable"}, reads
     assert during > 0 and reads[-1] == "ok"
+
+
+def test_a_worker_rides_out_its_leaders_kill_and_answers_every_task(
+    kafka_cluster3: LocalCluster, unique: str
+) -> None:
+    """The node leading the worker's task and result partitions is SIGKILLed while tasks keep
+    coming: the worker does not stop, every task is answered (at least once), and it goes on
+    once the node is back."""
+    cluster = kafka_cluster3
+    kafka = cluster.settings
+    prefix = f"wl-{unique}"
+    tasks, results = f"{prefix}.tasks", f"{prefix}.results"
+    create_topics(kafka, [TopicSpec(tasks, PARTITIONS), TopicSpec(results, PARTITIONS)])
+    reader = ResultReader(kafka, results)
+    config = WorkerConfig("synthetic", topic_prefix=prefix, concurrency=2)
+    runtime = kafka_runtime(kafka, SyntheticPipeline(latency_ms=10), config)
+    runtime.start()
+    try:
+        warm_up = make_task(f"warm-{unique}")
+        send(kafka, tasks, warm_up)
+        reader.wait_for("the warm-up ack", for_task(warm_up, "ack"), timeout_s=60)
+        victim = cluster.leader(tasks, 0)
+        sent = [make_task(f"s{i % 6}-{unique}", i, timeout_ms=600_000) for i in range(30)]
+        send(kafka, tasks, *sent[:10])
+        cluster.kill(victim)
+        for task in sent[10:]:  # while the leaders move
+            send(kafka, tasks, task)
+            time.sleep(0.3)
+        for task in sent:
+            reader.wait_for(f"the ack of {task.task_id}", for_task(task, "ack"), timeout_s=90)
+        assert not runtime.failed and not runtime.join(0), "the worker stopped"
+        cluster.restart(victim)
+        after = make_task(f"after-{unique}", timeout_ms=600_000)
+        send(kafka, tasks, after)
+        reader.wait_for("an ack after the restart", for_task(after, "ack"), timeout_s=60)
+        assert not runtime.failed and not runtime.join(0)
+    finally:
+        runtime.stop()
+        runtime.join(30)
+        reader.close()

@@ -90,18 +90,38 @@ class _Done:
         return self.value
 
 
+class _Failed:
+    """A future settled with an error: no broker answered."""
+
+    def done(self) -> bool:
+        return True
+
+    def exception(self) -> Exception:
+        return RuntimeError("KafkaError{code=_TRANSPORT}")
+
+    def result(self) -> object:
+        raise RuntimeError("KafkaError{code=_TRANSPORT}")
+
+
 class _Admin:
-    """Answers ListOffsets with `ends`."""
+    """Answers ListOffsets with `ends`, and DescribeCluster if `up`, else fails both."""
 
     ends: ClassVar[dict[tuple[str, int], int]] = {}
+    up: ClassVar[bool] = True
 
     def __init__(self, _config: object) -> None:
         pass
 
     def list_offsets(self, request: dict[TopicPartition, object], **_: object) -> dict[Any, Any]:
         return {
-            tp: _Done(SimpleNamespace(offset=self.ends[(tp.topic, tp.partition)])) for tp in request
+            tp: _Done(SimpleNamespace(offset=self.ends[(tp.topic, tp.partition)]))
+            if self.up
+            else _Failed()
+            for tp in request
         }
+
+    def describe_cluster(self, **_: object) -> Any:
+        return _Done(SimpleNamespace(nodes=[1])) if self.up else _Failed()
 
 
 class _Consumer:
@@ -145,3 +165,22 @@ def test_the_kafka_adapter_asks_for_ends_and_membership_and_applies_the_rule(
     assert _looks(progress, alone, [2100, 2150, 3200, 3250], steady) == [None] * 4
     stuck = ("up", "wait-join")
     assert _looks(progress, alone, [3300, 3350], stuck)[1] == Stall(1350, {}, unassigned=True)
+
+
+def test_no_partition_is_no_stall_while_no_broker_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member out of its group because every broker is gone is waiting, not stalled: a
+    renewal would only make a new client that waits the same (the worker renewed its consumer
+    every 30 s through a 90 s outage). With no partition to ask ends for, a broker's answer to
+    DescribeCluster is the fact the verdict needs."""
+    monkeypatch.setattr(progress_module, "AdminClient", _Admin)
+    monkeypatch.setattr(_Admin, "up", False)
+    progress = KafkaProgress(KafkaSettings(), bound_ms=1000, every_ms=100)
+    alone, stuck = _Consumer({}), ("up", "wait-join")
+    times = list(range(0, 5000, 50))
+    assert _looks(progress, alone, times, stuck) == [None] * len(times)
+    # The brokers are back and it is still out of its group: a stall, a bound after they answered.
+    monkeypatch.setattr(_Admin, "up", True)
+    verdicts = _looks(progress, alone, list(range(5000, 6500, 50)), stuck)
+    stalls = [(5000 + 50 * i, v) for i, v in enumerate(verdicts) if v is not None]
+    assert stalls and stalls[0][1].unassigned
+    assert 5900 <= stalls[0][0] <= 6300, stalls  # the bound counts from the last failed look
