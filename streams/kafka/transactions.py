@@ -111,10 +111,11 @@ class TransactionalClients:
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                     "auto.offset.reset": "earliest",
-                    # control[p] and results[p] go to the same member: a stream's inputs meet.
-                    "partition.assignment.strategy": "range",
-                    "session.timeout.ms": session_timeout_ms,
-                    "heartbeat.interval.ms": max(1000, session_timeout_ms // 5),
+                    # control[p] and results[p] go to the same member: a stream's inputs meet
+                    # (the broker's range assignor co-partitions too: docs/kafka4.md).
+                    **settings.group(
+                        "range", "range", session_timeout_ms, max(1000, session_timeout_ms // 5)
+                    ),
                     "fetch.wait.max.ms": 20,
                     "queued.max.messages.kbytes": 65536,
                 }
@@ -144,6 +145,7 @@ class TransactionalClients:
             )
         )
         self._in_transaction = False
+        self._incremental = settings.group_protocol == "consumer"
 
     @staticmethod
     def _on_error(err: KafkaError) -> None:
@@ -217,8 +219,13 @@ class TransactionalClients:
         return watermarks_of(self._consumer, topic, partition)
 
     def assign(self, offsets: dict[tuple[str, int], int]) -> None:
-        """Start reading the given partitions at the given offsets (inside on_assign)."""
-        self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        """Start reading the given partitions at the given offsets (inside on_assign): all of
+        them under `classic` (eager), the ones added under `consumer` (incremental)."""
+        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        if self._incremental:
+            self._consumer.incremental_assign(tps)
+        else:
+            self._consumer.assign(tps)
 
     def seek(self, offsets: dict[tuple[str, int], int]) -> None:
         for (topic, partition), offset in offsets.items():
