@@ -54,14 +54,14 @@ logger.raft.level=info
 
 # Broker properties Kafka 4 needs on top of the common ones (streams/devbroker/node.py). None
 # of the common ones was removed in 4.0 (no `log.message.format.version`, no ZooKeeper key).
-# - Both group protocols: `classic` for the Faust engine and TIDEMARK_GROUP_PROTOCOL=classic,
-#   `consumer` (KIP-848) for TIDEMARK_GROUP_PROTOCOL=consumer (the 4.x default, written out).
-# - KIP-848's session timeout is the broker's, not the client's (the client may not set it):
-#   45 s by default, which is how long a killed coordinator's partitions would wait. 10 s, the
-#   classic timeout Tidemark's clients ask for (streams/kafka/settings.py), keeps a takeover
-#   after a crash comparable between the protocols; the heartbeat stays at a fifth of it.
+# The group protocols are not listed: `group.coordinator.rebalance.protocols` is deprecated
+# (4.3.2 warns that 5.0 removes it); `classic` is always on and KIP-848's `consumer` comes with the
+# `group.version=1` feature, written at format (format_features).
+# KIP-848's session timeout is the broker's, not the client's (the client may not set it): 45 s
+# by default, which is how long a killed coordinator's partitions would wait. 10 s, the classic
+# timeout Tidemark's clients ask for (streams/coordinator/settings.py), keeps a takeover after a
+# crash comparable between the protocols; the heartbeat stays at a fifth of it.
 _KAFKA4_PROPERTIES = """\
-group.coordinator.rebalance.protocols=classic,consumer
 group.consumer.min.session.timeout.ms=6000
 group.consumer.session.timeout.ms=10000
 group.consumer.min.heartbeat.interval.ms=1000
@@ -81,10 +81,13 @@ def extra_properties(version: str) -> str:
 
 
 def format_features(version: str) -> list[str]:
-    """Feature levels given to the storage tool's `format`. On 4.x, KIP-890's second part
-    (`transaction.version=2`: the epoch bumped at every transaction, no hanging transactions) is
-    the default already and written out so that a change of default cannot pass unseen."""
-    return ["--feature", "transaction.version=2"] if major(version) >= 4 else []
+    """Feature levels given to the storage tool's `format`. On 4.x both are the defaults
+    already, written out so that a change of default cannot pass unseen: KIP-890's second part
+    (`transaction.version=2`: the epoch bumped at every transaction, no hanging transactions)
+    and KIP-848's consumer group protocol (`group.version=1`)."""
+    if major(version) < 4:
+        return []
+    return ["--feature", "transaction.version=2", "--feature", "group.version=1"]
 
 
 def maven_profile(version: str) -> list[str]:
