@@ -5,7 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps kafka kafka-stop lint test run chaos clean
+.PHONY: setup system-deps kafka kafka-stop lint test test-kafka39 run chaos clean
+
+# The Kafka version of `make kafka`, `make test`, `make run` and `make chaos`: empty for the
+# default (4.3.2, streams/devbroker/versions.py), e.g. `make test KAFKA_VERSION=3.9.2`.
+KAFKA_VERSION ?= $(TIDEMARK_KAFKA_VERSION)
+export TIDEMARK_KAFKA_VERSION := $(KAFKA_VERSION)
 
 setup: $(STAMP)
 
@@ -38,6 +43,11 @@ PYTEST_WORKERS ?= 2
 test: lint system-deps
 	$(PY) -m streams.devbroker fetch
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The broker suites (`pytest -m broker`) on Kafka 3.9.2, the version that is not the default.
+test-kafka39: setup
+	TIDEMARK_KAFKA_VERSION=3.9.2 $(PY) -m streams.devbroker fetch
+	TIDEMARK_KAFKA_VERSION=3.9.2 $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile -m broker $(PYTEST_ARGS)
 
 run: setup
 	$(PY) -m streams.demo

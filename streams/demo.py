@@ -102,7 +102,7 @@ class Demo:
             console.print(f"using the running broker on {broker.bootstrap_servers}")
             yield
             return
-        console.print("starting Kafka 3.9.2 on 127.0.0.1:9092 ...")
+        console.print(f"starting Kafka {broker.version} on 127.0.0.1:9092 ...")
         try:
             broker.start()  # inside: Ctrl-C while it waits must stop the JVM it launched
             yield

@@ -1,4 +1,4 @@
-"""A real Apache Kafka 3.9.2 (KRaft) from Maven Central jars, run with `java`: a node or a cluster.
+"""A real Apache Kafka (KRaft, 4.3.2 or 3.9.2) from Maven Central jars, run with `java`.
 
 One launcher, four uses: `make kafka` / `make kafka-stop` (a development broker on
 127.0.0.1:9092, `python -m streams.devbroker`), the pytest session fixture (an ephemeral broker

@@ -1,16 +1,19 @@
 """The development broker on 127.0.0.1:9092 (`make kafka`, `make kafka-stop`).
 
-python -m streams.devbroker fetch    # download the jars once (Maven, into .kafka/jars)
+python -m streams.devbroker fetch [VERSION ...]  # download the jars once (Maven, .kafka/jars-V)
 python -m streams.devbroker start    # start the dev broker in the background, wait until ready
 python -m streams.devbroker stop     # stop it; no process is left behind
 python -m streams.devbroker status
+
+The version is TIDEMARK_KAFKA_VERSION, else the default (streams/devbroker/versions.py); `fetch`
+fetches the versions it is given, else that one.
 """
 
 from __future__ import annotations
 
 import sys
 
-from streams.devbroker.jars import KAFKA_VERSION, fetch_jars
+from streams.devbroker.jars import KAFKA_VERSION, fetch_jars, jars_dir_for
 from streams.devbroker.node import dev_broker
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import wait_ready
@@ -23,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     broker = dev_broker()
     try:
         if command == "fetch":
-            print(f"Kafka jars in {fetch_jars()}")
+            for version in args[1:] or [KAFKA_VERSION]:
+                print(f"Kafka {version} jars in {fetch_jars(jars_dir_for(version), version)}")
         elif command == "start":
             if broker.running_pid() is not None:
                 wait_ready(KafkaSettings(broker.bootstrap_servers), timeout_s=30)

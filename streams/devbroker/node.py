@@ -17,8 +17,17 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streams.devbroker.jars import JARS_DIR, ROOT, fetch_jars, java
+from streams.devbroker.jars import (
+    JARS_DIR,
+    KAFKA_VERSION,
+    ROOT,
+    fetch_jars,
+    jars_dir_for,
+    java,
+    marked_version,
+)
 from streams.devbroker.tls import SaslSsl
+from streams.devbroker.versions import extra_properties, format_features, log_config
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import wait_ready
 from streams.kafka.settings import KafkaSettings
@@ -26,17 +35,6 @@ from streams.kafka.settings import KafkaSettings
 DEV_HOME = ROOT / ".data" / "kafka"
 DEV_PORT = 9092
 DEV_CONTROLLER_PORT = 9093
-
-_LOG4J = """\
-log4j.rootLogger=WARN, file
-log4j.appender.file=org.apache.log4j.RollingFileAppender
-log4j.appender.file.File={log}
-log4j.appender.file.MaxFileSize=20MB
-log4j.appender.file.MaxBackupIndex=2
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.server.KafkaRaftServer=INFO
-"""
 
 _PROPERTIES = """\
 process.roles=broker,controller
@@ -130,6 +128,8 @@ class LocalBroker:
     replication: int = 1  # default.replication.factor and the internal topics'
     min_insync: int = 1  # min.insync.replicas and transaction.state.log.min.isr
     heap_mb: int = 512
+    # The Kafka version of `jars_dir`; "" for the one its jars are, else KAFKA_VERSION.
+    kafka_version: str = ""
     # Detached: the JVM is not this process's child (a shell starts it and exits), so a test
     # that restarts a node leaves no child process of its own behind (tests/conftest.py).
     detach: bool = False
@@ -144,6 +144,10 @@ class LocalBroker:
         """How a client reaches this broker, with the credentials of its SASL_SSL listener."""
         security = self.sasl_ssl.security() if self.sasl_ssl else {}
         return KafkaSettings(self.bootstrap_servers, security)
+
+    @property
+    def version(self) -> str:
+        return self.kafka_version or marked_version(self.jars_dir) or KAFKA_VERSION
 
     @property
     def pid_file(self) -> Path:
@@ -164,7 +168,7 @@ class LocalBroker:
             log_dirs=(self.home / "data").resolve(),
             replication=self.replication,
             min_insync=self.min_insync,
-        )
+        ) + extra_properties(self.version)
         if self.sasl_ssl is not None:
             sasl, certs = self.sasl_ssl, self.sasl_ssl.certificates
             secure = _SASL_SSL_PROPERTIES.format(
@@ -183,14 +187,16 @@ class LocalBroker:
             text = "\n".join(kept) + "\n" + secure
         props.write_text(text)
         props.chmod(0o600)  # it holds the SCRAM and keystore passwords
-        (self.home / "log4j.properties").write_text(_LOG4J.format(log=self.log_file.resolve()))
+        log_name, log_text, _ = log_config(self.version, self.log_file.resolve())
+        (self.home / log_name).write_text(log_text)
         return props
 
     def _java_cmd(self, main: str, *args: str) -> list[str]:
+        name, _, flag = log_config(self.version, self.log_file)
         return [
             java(), f"-Xms{min(256, self.heap_mb)}m", f"-Xmx{self.heap_mb}m",
             "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
-            f"-Dlog4j.configuration=file:{(self.home / 'log4j.properties').resolve()}",
+            f"{flag}=file:{(self.home / name).resolve()}",
             f"-Dkafka.logs.dir={(self.home / 'logs').resolve()}",
             "-cp", f"{self.jars_dir.resolve()}/*", main, *args,
         ]  # fmt: skip
@@ -211,12 +217,19 @@ class LocalBroker:
         for port in (self.port, self.controller_port):
             if _port_taken(port):
                 raise BrokerUnavailable(f"port {port} on 127.0.0.1 is taken by another process")
-        fetch_jars(self.jars_dir)
+        fetch_jars(self.jars_dir, self.version)
         props = self._write_config()
         if not (self.home / "data" / "meta.properties").exists():
             cluster_id = self.cluster_id or new_cluster_id()
             fmt = self._java_cmd(
-                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), "-g"
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(props),
+                "-g",
+                *format_features(self.version),
             )
             if self.sasl_ssl is not None:
                 fmt += ["--add-scram", self.sasl_ssl.add_scram_argument()]
@@ -361,5 +374,11 @@ def dev_broker() -> LocalBroker:
     return LocalBroker(DEV_HOME, DEV_PORT, DEV_CONTROLLER_PORT)
 
 
-def ephemeral_broker(home: Path, sasl_ssl: SaslSsl | None = None) -> LocalBroker:
-    return LocalBroker(home, free_port(), free_port(), sasl_ssl=sasl_ssl)
+def ephemeral_broker(
+    home: Path, sasl_ssl: SaslSsl | None = None, version: str | None = None
+) -> LocalBroker:
+    """A broker on free ports; `version` None for KAFKA_VERSION (its jars fetched on launch)."""
+    if version is None:
+        return LocalBroker(home, free_port(), free_port(), sasl_ssl=sasl_ssl)
+    jars_dir = jars_dir_for(version)
+    return LocalBroker(home, free_port(), free_port(), jars_dir, sasl_ssl, kafka_version=version)

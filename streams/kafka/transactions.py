@@ -141,10 +141,11 @@ class TransactionalClients:
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                     "auto.offset.reset": "earliest",
-                    # control[p] and results[p] go to the same member: a stream's inputs meet.
-                    "partition.assignment.strategy": "range",
-                    "session.timeout.ms": session_timeout_ms,
-                    "heartbeat.interval.ms": max(1000, session_timeout_ms // 5),
+                    # control[p] and results[p] go to the same member: a stream's inputs meet
+                    # (the broker's range assignor co-partitions too: docs/kafka4.md).
+                    **settings.group(
+                        "range", "range", session_timeout_ms, max(1000, session_timeout_ms // 5)
+                    ),
                     "fetch.wait.max.ms": 20,
                     "queued.max.messages.kbytes": 65536,
                 }
@@ -179,6 +180,7 @@ class TransactionalClients:
         self._closed = False
         # Whether the consumer still reads what it could (no verdict while no broker answers).
         self._progress = KafkaProgress(settings)
+        self._incremental = settings.group_protocol == "consumer"
 
     @staticmethod
     def _on_error(err: KafkaError) -> None:
@@ -260,9 +262,14 @@ class TransactionalClients:
         return watermarks_of(self._consumer, topic, partition)
 
     def assign(self, offsets: dict[tuple[str, int], int]) -> None:
-        """Start reading the given partitions at the given offsets (inside on_assign)."""
+        """Start reading the given partitions at the given offsets (inside on_assign): all of
+        them under `classic` (eager), the ones added under `consumer` (incremental)."""
+        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
         try:
-            self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+            if self._incremental:
+                self._consumer.incremental_assign(tps)
+            else:
+                self._consumer.assign(tps)
         except KafkaException as exc:
             raise _classify(exc, "assign") from exc
 

@@ -49,9 +49,12 @@ def consumer_config(settings: KafkaSettings, config: WorkerConfig, **extra: Any)
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
-        "partition.assignment.strategy": "cooperative-sticky",
-        "session.timeout.ms": config.session_timeout_ms,
-        "heartbeat.interval.ms": min(3_000, config.session_timeout_ms // 3),
+        **settings.group(
+            "cooperative-sticky",
+            "uniform",
+            config.session_timeout_ms,
+            min(3_000, config.session_timeout_ms // 3),
+        ),
         "logger": kafka_log,
         **extra,
     }

@@ -1,7 +1,8 @@
 """The test session's Kafka cluster: an external one, a testcontainers one, or a local JVM broker.
 
 Order of choice: KAFKA_BOOTSTRAP_SERVERS set -> that cluster; else a running Docker daemon ->
-a testcontainers Kafka 3.9.2; else the local JVM broker from streams.devbroker on free ports.
+a testcontainers Kafka of KAFKA_VERSION; else the local JVM broker from streams.devbroker on
+free ports.
 """
 
 from __future__ import annotations
