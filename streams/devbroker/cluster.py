@@ -157,6 +157,18 @@ class LocalCluster:
         """The partition's in-sync replicas now."""
         return set(self.state().partitions[(topic, partition)].isr)
 
+    def under_replicated(self) -> list[tuple[str, int]]:
+        """The partitions whose ISR is short of their replicas now (none: the cluster is whole)."""
+        return sorted(
+            tp for tp, p in self.state().partitions.items() if set(p.isr) != set(p.replicas)
+        )
+
+    def wait_full_isr(self, timeout_s: float = 180.0) -> None:
+        """Wait until every partition of every topic has all its replicas in sync: what a
+        rolling restart waits for before it stops the next node."""
+        self.wait_for("every partition's ISR full", lambda: not self.under_replicated(),
+                      timeout_s)  # fmt: skip
+
     def wait_brokers(self, node_ids: Iterable[int], timeout_s: float = 120.0) -> None:
         """Wait until every node of `node_ids` is a registered broker."""
         wanted = set(node_ids)
