@@ -130,15 +130,31 @@ class LocalCluster:
         node = self.node(node_id)
         node.stop()
         node.launch()
-        self.wait_brokers([node_id], timeout_s)
+        self._wait_launched([node], timeout_s)
+
+    def _wait_launched(self, nodes: list[LocalBroker], timeout_s: float) -> None:
+        """Wait until each node just launched answers itself, then until all are registered.
+
+        The other nodes' metadata alone is not enough: after a SIGKILL they can list the dead
+        node as a broker until its session expires (longer when it was the active controller),
+        so a restart that took a minute on a loaded machine looked done at once (a chaos run,
+        2026-12-03)."""
+        deadline = time.monotonic() + timeout_s
+        for node in nodes:
+            node.wait_ready(max(1.0, deadline - time.monotonic()))
+        ids = [n.node_id for n in nodes]
+        self.wait_brokers(ids, max(1.0, deadline - time.monotonic()))
 
     def heal(self, timeout_s: float = 120.0) -> None:
         """Resume paused nodes, start stopped ones, and wait until all are brokers again."""
+        launched = []
         for node in self.nodes:
             if node.running_pid() is None:
                 node.launch()
+                launched.append(node)
             else:
                 node.resume()
+        self._wait_launched(launched, timeout_s)
         self.wait_brokers(range(1, self.size + 1), timeout_s)
 
     def state(self, timeout_s: float = 5.0) -> ClusterState:

@@ -86,7 +86,7 @@ class ClusterFaults:
                     step()
             except Exception as exc:
                 self.errors.append(f"cluster faults: {name}: {type(exc).__name__}: {exc}")
-                self.say(f"cluster fault {name} failed: {exc}")
+                self.say(f"cluster fault {name} failed: {type(exc).__name__}: {exc}")
                 try:
                     self.cluster.heal()
                 except Exception as again:  # the next step says it again

@@ -45,8 +45,16 @@ def transaction_coordinator(cluster: LocalCluster, transactional_id: str) -> int
     return cluster.leader("__transaction_state", java_partition(transactional_id, 6))
 
 
-def group_coordinator(cluster: LocalCluster, group: str, timeout_s: float = 10.0) -> int:
-    """The node that coordinates `group` now, as describe_consumer_groups says."""
+def group_coordinator(cluster: LocalCluster, group: str, timeout_s: float = 60.0) -> int:
+    """The node that coordinates `group` now, as describe_consumer_groups says; asked again
+    until `timeout_s` while the cluster cannot say (a node just back, a coordinator moving)."""
     admin = AdminClient(cluster.settings.librdkafka(log_level=0))
-    (future,) = admin.describe_consumer_groups([group], request_timeout=timeout_s).values()
-    return int(future.result(timeout_s).coordinator.id)
+
+    def ask() -> int | None:
+        (future,) = admin.describe_consumer_groups([group], request_timeout=10).values()
+        try:
+            return int(future.result(15).coordinator.id)
+        except Exception:  # KafkaException, or the future's TimeoutError: asked again
+            return None
+
+    return cluster.wait_for(f"the coordinator of group {group}", ask, timeout_s)
