@@ -55,9 +55,10 @@ run: setup
 # The fault-injection run on a broker of its own (tests/chaos; docs/reliability.md).
 CHAOS_KILLS ?= 100
 CHAOS_ENGINE ?= confluent
+CHAOS_BROKERS ?= 1
 chaos: setup
 	$(PY) -m streams.devbroker fetch
-	$(PY) -m tests.chaos --kills $(CHAOS_KILLS) --engine $(CHAOS_ENGINE)
+	$(PY) -m tests.chaos --kills $(CHAOS_KILLS) --engine $(CHAOS_ENGINE) --brokers $(CHAOS_BROKERS)
 
 clean:
 	-$(PY) -m streams.devbroker stop 2>/dev/null

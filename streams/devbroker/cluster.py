@@ -130,15 +130,31 @@ class LocalCluster:
         node = self.node(node_id)
         node.stop()
         node.launch()
-        self.wait_brokers([node_id], timeout_s)
+        self._wait_launched([node], timeout_s)
+
+    def _wait_launched(self, nodes: list[LocalBroker], timeout_s: float) -> None:
+        """Wait until each node just launched answers itself, then until all are registered.
+
+        The other nodes' metadata alone is not enough: after a SIGKILL they can list the dead
+        node as a broker until its session expires (longer when it was the active controller),
+        so a restart that took a minute on a loaded machine looked done at once (a chaos run,
+        2026-12-03)."""
+        deadline = time.monotonic() + timeout_s
+        for node in nodes:
+            node.wait_ready(max(1.0, deadline - time.monotonic()))
+        ids = [n.node_id for n in nodes]
+        self.wait_brokers(ids, max(1.0, deadline - time.monotonic()))
 
     def heal(self, timeout_s: float = 120.0) -> None:
         """Resume paused nodes, start stopped ones, and wait until all are brokers again."""
+        launched = []
         for node in self.nodes:
             if node.running_pid() is None:
                 node.launch()
+                launched.append(node)
             else:
                 node.resume()
+        self._wait_launched(launched, timeout_s)
         self.wait_brokers(range(1, self.size + 1), timeout_s)
 
     def state(self, timeout_s: float = 5.0) -> ClusterState:
@@ -156,6 +172,18 @@ class LocalCluster:
     def isr(self, topic: str, partition: int) -> set[int]:
         """The partition's in-sync replicas now."""
         return set(self.state().partitions[(topic, partition)].isr)
+
+    def under_replicated(self) -> list[tuple[str, int]]:
+        """The partitions whose ISR is short of their replicas now (none: the cluster is whole)."""
+        return sorted(
+            tp for tp, p in self.state().partitions.items() if set(p.isr) != set(p.replicas)
+        )
+
+    def wait_full_isr(self, timeout_s: float = 180.0) -> None:
+        """Wait until every partition of every topic has all its replicas in sync: what a
+        rolling restart waits for before it stops the next node."""
+        self.wait_for("every partition's ISR full", lambda: not self.under_replicated(),
+                      timeout_s)  # fmt: skip
 
     def wait_brokers(self, node_ids: Iterable[int], timeout_s: float = 120.0) -> None:
         """Wait until every node of `node_ids` is a registered broker."""

@@ -178,7 +178,15 @@ class AuditReader:
         if self.failure is not None:
             return [f"the auditor's consumer died: {self.failure}"]
         deadline = time.monotonic() + timeout_s
-        targets = self._ends()
+        while True:  # asked again while a node is still coming back (cluster mode)
+            try:
+                targets = self._ends()
+                break
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    return [f"the auditor could not learn the topics' ends in {timeout_s:g} s: "
+                            f"{type(exc).__name__}: {exc}"]  # fmt: skip
+                time.sleep(1.0)
         while True:
             short = {tp: (self.reached.get(tp, 0), e) for tp, e in targets.items()
                      if self.reached.get(tp, 0) < e}  # fmt: skip

@@ -1,7 +1,9 @@
 """The fault-injection run: a broker, two coordinators, two synthetic workers, 200 streams,
 kills, a SIGSTOP, a broker restart, a fuzz burst, and an auditor. `python -m tests.chaos --help`.
+With `--brokers 3`, a cluster of three nodes and its broker faults (cluster_faults.py).
 
-Exit status 0 only when the auditor found 0 violations.
+Exit status 0 only when the auditor found 0 violations and no process exited or crashed
+without the run asking (exit_audit.py).
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,16 +24,19 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from streams.devbroker import LocalBroker, ephemeral_broker
-from streams.kafka.settings import KafkaSettings
+from streams.coordinator.settings import default_instance
+from streams.coordinator.topics import Topics
+from streams.devbroker import LocalBroker, LocalCluster, ephemeral_broker
 from tests.support.coordinator import CoordinatorProcess
 
 from .auditor import Auditor, Incarnation, Replay, Seen, StreamPlan
+from .cluster_faults import ClusterFaults
+from .exit_audit import Exit, Fault, FaultLog, commit_stalls
 from .plan import Upsert, bad_inputs, incarnation, plan_of, streams
+from .processes import SESSION_TIMEOUT_MS, Managed, Worker, say
 from .reader import AuditReader
 
 PARTITIONS = 6
-SESSION_TIMEOUT_MS = 6000
 # The outage guard's settings, shortened: counts older than HEALTH_STALE_MS are dropped, and a
 # coordinator killed in the source's outage stays down OUTAGE_DOWN_S, longer than that.
 # The stale time stays above a takeover, as the README asks (session timeout, a dead owner's
@@ -50,81 +53,12 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def say(message: str) -> None:
-    print(f"[chaos {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def wait_until(what: str, check: Any, timeout_s: float, step_s: float = 0.5) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(step_s)
-
-
-# -- processes -----------------------------------------------------------------------------------
-
-
-class Worker:
-    def __init__(self, kafka: KafkaSettings, prefix: str, log: Path, name: str) -> None:
-        self.name, self.log = name, log
-        self.cmd = [
-            sys.executable, "-m", "streams", "worker", "--pipeline", "synthetic",
-            "--prefix", prefix, "--bootstrap-servers", kafka.bootstrap_servers,
-            "--concurrency", "16", "--buffer", os.environ.get("CHAOS_WORKER_BUFFER", "64"),
-            "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
-            "--option", "latency_ms=20", "--option", "failure_probability=0.05",
-        ]  # fmt: skip
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Worker:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        return self
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self, within_s: float = 30) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(within_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def exited(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
-
-
-class Managed:
-    """A coordinator or a worker the run kills and restarts."""
-
-    def __init__(self, name: str, proc: CoordinatorProcess | Worker, data: Path | None) -> None:
-        self.name, self.proc, self.data = name, proc, data
-        self.lock = threading.Lock()
-        self.stopped = False  # SIGSTOPped: not to be killed or counted as exited
-        self.down = False  # killed, waiting for its restart
-
-    def start(self) -> None:
-        self.proc.start()
-
-    def kill(self) -> None:
-        self.proc.kill()
-
-    def stop(self) -> None:
-        if isinstance(self.proc, CoordinatorProcess):
-            if self.proc.exited() is None:
-                try:
-                    self.proc.stop(within_s=20)
-                except AssertionError as exc:
-                    say(f"{self.name}: {exc}")
-        else:
-            self.proc.stop()
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -136,10 +70,19 @@ class Chaos:
         self.home = home
         self.rng = random.Random(args.seed)
         self.prefix = f"chaos-{uuid.uuid4().hex[:8]}"
-        self.broker: LocalBroker = ephemeral_broker(home / "broker")
+        self.broker: LocalBroker | LocalCluster
+        self.cluster: LocalCluster | None = None
+        if args.brokers > 1:
+            self.broker = self.cluster = LocalCluster(home / "cluster", size=args.brokers)
+        else:
+            self.broker = ephemeral_broker(home / "broker")
         self.kafka = self.broker.settings
+        self.cluster_faults: ClusterFaults | None = None
         self.faults: dict[str, int] = defaultdict(int)
-        self.fault_log: list[str] = []
+        self.fault_log: list[str] = []  # what the run did not do, and why
+        self.windows = FaultLog()  # every fault with its window, for the stalls of commits
+        self.exits: list[Exit] = []  # processes that ended without the run asking
+        self.commit_reads: dict[int, list[int]] = defaultdict(list)  # partition -> read times
         self.managed: list[Managed] = []
         self.plans: dict[str, StreamPlan] = {}
         self.bad: set[tuple[str, int, int]] = set()
@@ -157,14 +100,25 @@ class Chaos:
 
     # -- setup -------------------------------------------------------------------------------
 
-    def fault(self, kind: str, detail: str) -> None:
+    def fault(self, kind: str, detail: str) -> Fault:
+        """Count and log a fault begun now; the caller sets its `end_ms` once it is over."""
         self.faults[kind] += 1
-        self.fault_log.append(f"{time.strftime('%H:%M:%S')} {kind}: {detail}")
         say(f"fault {kind}: {detail}")
+        return self.windows.begin(kind, detail, now_ms())
 
     def start(self) -> None:
         self.broker.start()
         say(f"broker on {self.broker.bootstrap_servers}, prefix {self.prefix}")
+        if self.cluster is not None:
+            topics = Topics(self.prefix)
+            eos = self.args.engine == "confluent"
+            self.cluster_faults = ClusterFaults(
+                self.cluster, topics.results,
+                [f"{topics.eos_group}-{default_instance(self.home / f'coordinator-{i}')}"
+                 for i in range(2)] if eos else [],
+                topics.eos_group if eos else topics.app_id,
+                self.fault, say, random.Random(self.args.seed + 1), self.halt,
+            )  # fmt: skip
         env = {
             "TIDEMARK_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
             "TIDEMARK_HEALTH_STALE_MS": str(HEALTH_STALE_MS),
@@ -263,6 +217,7 @@ class Chaos:
         if rec.value is None:
             return
         if rec.topic == "commits":
+            self.commit_reads[rec.partition].append(now_ms())
             commit = json.loads(rec.value)
             if not all(w["reason"] == "replayed" for w in commit["windows"]):
                 self.marks[commit["stream_id"]] = commit["downstream_ms"]
@@ -289,20 +244,22 @@ class Chaos:
                     assert victim.data is not None
                     shutil.rmtree(victim.data, ignore_errors=True)
                 kills += 1
-                self.fault("sigkill", f"{victim.name}" + (" and its data folder" if wipe else ""))
-            threading.Thread(target=self._restart_later, args=(victim,), daemon=True).start()
+                f = self.fault("sigkill", victim.name + (" and its data folder" if wipe else ""))
+            threading.Thread(target=self._restart_later, args=(victim, f), daemon=True).start()
         say(f"{kills} kills done")
 
-    def _restart_later(self, m: Managed) -> None:
+    def _restart_later(self, m: Managed, f: Fault) -> None:
         time.sleep(self.rng.uniform(0.3, 2.0))
         with m.lock:
             if not self.halt.is_set():
                 m.start()
             m.down = False
+        f.end_ms = now_ms()
 
     def supervisor(self) -> None:
-        """Restart a process that exited by itself (a coordinator that lost the broker); say at
-        once when the auditor's thread is blocked (it cannot say so itself)."""
+        """Restart a process that exited by itself (a coordinator that lost the broker), and
+        keep its exit: an unplanned exit or a native crash, each a violation-class figure. Say
+        at once when the auditor's thread is blocked (it cannot say so itself)."""
         while not self.halt.wait(1.0):
             blocked = self.reader.blocked()
             if blocked is not None and blocked not in self.errors:
@@ -313,7 +270,9 @@ class Chaos:
                     rc = m.proc.exited()
                     if m.down or m.stopped or rc is None or self.halt.is_set():
                         continue
-                    self.fault("exit", f"{m.name} exited with status {rc}, restarted")
+                    gone = Exit(m.name, rc, now_ms(), m.output())
+                    self.exits.append(gone)
+                    say(f"{gone.line()}; restarted")
                     m.start()
 
     def stall(self) -> None:
@@ -329,12 +288,13 @@ class Chaos:
             m.proc.pause()
             m.stopped = True
         held_s = SESSION_TIMEOUT_MS / 1000 + 4
-        self.fault("sigstop", f"{m.name} for {held_s:g} s")
+        f = self.fault("sigstop", f"{m.name} for {held_s:g} s")
         time.sleep(held_s)
         with m.lock:
             m.proc.resume()
             m.stopped = False
-        self.fault("sigcont", m.name)
+        f.end_ms = now_ms()
+        self.fault("sigcont", m.name).end_ms = now_ms()
 
     def outage_faults(self, t0: float) -> None:
         """While the `source-*` streams' source is down: SIGKILL each coordinator, the first
@@ -343,7 +303,7 @@ class Chaos:
         entry goes stale, and the broker restart falls in the same stretch, so the first to come
         back must find the outage in its own rebuilt partitions (issue 25, defect 6)."""
         coordinators = [m for m in self.managed if m.data is not None]
-        back: list[tuple[float, Managed]] = []
+        back: list[tuple[float, Managed, Fault]] = []
         for m, wipe, at_s in zip(coordinators, (True, False), OUTAGE_KILLS_AT_S, strict=True):
             time.sleep(max(0.0, t0 + at_s - time.monotonic()))
             with m.lock:
@@ -356,15 +316,16 @@ class Chaos:
                 if wipe:
                     assert m.data is not None
                     shutil.rmtree(m.data, ignore_errors=True)
-            back.append((time.monotonic() + OUTAGE_DOWN_S, m))
-            self.fault("outage-kill", f"{m.name}{' and its data folder' if wipe else ''}, "
-                       f"down {OUTAGE_DOWN_S:g} s in the source's outage")  # fmt: skip
-        for at, m in back:
+            f = self.fault("outage-kill", f"{m.name}{' and its data folder' if wipe else ''}, "
+                           f"down {OUTAGE_DOWN_S:g} s in the source's outage")  # fmt: skip
+            back.append((time.monotonic() + OUTAGE_DOWN_S, m, f))
+        for at, m, f in back:
             time.sleep(max(0.0, at - time.monotonic()))
             with m.lock:
                 if not self.halt.is_set():
                     m.start()
                 m.down = False
+            f.end_ms = now_ms()
 
     def outage_thread(self, t0: float) -> None:
         try:
@@ -373,11 +334,16 @@ class Chaos:
             self.errors.append(f"outage faults: {type(exc).__name__}: {exc}")
 
     def restart_broker(self) -> None:
-        self.fault("broker-restart", "stop, then start on the same data")
+        """The broker's restart; in a cluster, a random node's (ClusterFaults.node_restart)."""
         began = time.monotonic()
-        self.broker.stop()
-        time.sleep(1)
-        self.broker.start()
+        if self.cluster_faults is not None:
+            self.cluster_faults.node_restart()
+        else:
+            f = self.fault("broker-restart", "stop, then start on the same data")
+            self.broker.stop()
+            time.sleep(1)
+            self.broker.start()
+            f.end_ms = now_ms()
         say(f"broker back after {time.monotonic() - began:.1f} s")
 
     # -- the scenario ------------------------------------------------------------------------
@@ -572,17 +538,29 @@ def run(args: argparse.Namespace) -> int:
         for t in (killer, supervisor, scenario, outage):
             t.start()
         threads += [killer, supervisor, scenario, outage]
+        cluster_faults = None
+        if chaos.cluster_faults is not None:
+            cluster_faults = threading.Thread(
+                target=chaos.cluster_faults.run, name="cluster-faults", daemon=True
+            )
+            threads.append(cluster_faults)
         time.sleep(10)
         if args.stall:
             chaos.stall()
         time.sleep(max(0.0, t0 + 24 - time.monotonic()))
         if args.broker_restart:
             chaos.restart_broker()
+        if cluster_faults is not None:  # after the node restart: one broker fault at a time
+            cluster_faults.start()
         killer.join()
         outage.join(300)
         scenario.join(600)
         if scenario.is_alive():
             raise TimeoutError("the scenario did not finish in 600 s")
+        if cluster_faults is not None:
+            cluster_faults.join(1200)
+            if cluster_faults.is_alive():
+                raise TimeoutError("the cluster faults did not finish in 1200 s")
         faults_end = now_ms()
         say("faults over; waiting for every stream to catch up")
         running = lambda: all(m.proc.exited() is None and not m.down for m in chaos.managed)  # noqa: E731
@@ -590,6 +568,7 @@ def run(args: argparse.Namespace) -> int:
         chaos.settle(faults_end - 3000)
         # Never audit a partial read: every partition read to its end (last stable offset).
         chaos.errors += chaos.reader.read_to_end(timeout_s=60)
+        read_end_ms = now_ms()
         say(chaos.reader.progress())
         chaos.halt.set()
         reader.join(30)
@@ -600,6 +579,8 @@ def run(args: argparse.Namespace) -> int:
         with chaos.seen_lock:
             seen = list(chaos.seen)
         audit = auditor.audit(seen, faults_end - 3000)
+        if chaos.cluster_faults is not None:
+            chaos.errors += chaos.cluster_faults.errors
         violations = chaos.errors + audit.violations
     except BaseException:
         chaos.stop()
@@ -611,7 +592,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n== chaos run, engine {args.engine}, seed {args.seed}, "
           f"{time.monotonic() - began:.0f} s ==")  # fmt: skip
     print("faults injected: " + ", ".join(f"{n} {k}" for k, n in sorted(chaos.faults.items())))
-    for line in chaos.fault_log:
+    for line in [f.line() for f in chaos.windows.faults] + chaos.fault_log:
         print(f"  {line}")
     print(
         f"streams: {len(chaos.plans)}; windows audited: {audit.windows} "
@@ -627,10 +608,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {line}")
     print(f"bad inputs: {len(chaos.bad)} sent, {audit.rejected_bad} rejected; "
           f"{audit.rejected_late} late results of deleted streams rejected")  # fmt: skip
+    print("longest stall of commits after each kind of fault (a partition's longest time "
+          "without a new record once the fault began, as the auditor read them):")  # fmt: skip
+    for stall in commit_stalls(chaos.commit_reads, chaos.windows.faults, read_end_ms):
+        print(f"  {stall.line()}")
+    native = sum(1 for e in chaos.exits if e.native)
+    print(f"{len(chaos.exits)} unplanned exits ({native} native crashes)")
+    for e in chaos.exits:
+        print(f"  {e.line()}")
     for v in violations:
         print(f"VIOLATION {v}")
     print(f"{len(violations)} violations")
-    if violations:
+    if violations or chaos.exits:
         with (home / "records.jsonl").open("w") as out:
             for r in seen:
                 value = None if r.value is None else r.value.decode(errors="replace")
@@ -639,7 +628,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"logs and the records read kept in {home}")
     else:
         shutil.rmtree(home, ignore_errors=True)
-    return 0 if not violations else 1
+    return 0 if not violations and not chaos.exits else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -654,6 +643,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-stall", dest="stall", action="store_false",
                         help="no SIGSTOP of a coordinator")  # fmt: skip
     parser.add_argument("--no-broker-restart", dest="broker_restart", action="store_false")
+    parser.add_argument("--brokers", type=int, default=int(os.environ.get("CHAOS_BROKERS", 1)),
+                        help="1: one broker; 3: a cluster (replication 3, min ISR 2) and its "
+                        "broker faults")  # fmt: skip
     args = parser.parse_args(argv)
 
     def terminate(signum: int, frame: object) -> None:
