@@ -39,12 +39,8 @@ from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.watchdog import LoopWatchdog
 from streams.errors import TidemarkError
 from streams.kafka.changelog import ChangelogReader
-from streams.kafka.transactions import (
-    TransactionAborted,
-    TransactionalClients,
-    TransactionFatal,
-    cluster_answers,
-)
+from streams.kafka.transactions import TransactionalClients, cluster_answers
+from streams.kafka.txn_errors import TransactionAborted, TransactionFatal
 
 log = logging.getLogger("streams.coordinator")
 

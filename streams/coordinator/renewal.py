@@ -46,7 +46,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 
 from streams.clock import now_ms
 from streams.errors import TidemarkError
-from streams.kafka.transactions import AbortFailed, ProducerFenced, TransactionFatal
+from streams.kafka.txn_errors import AbortFailed, ProducerFenced, TransactionFatal
 
 if TYPE_CHECKING:
     from streams.coordinator.eos import ConfluentEngine

@@ -33,24 +33,11 @@ from streams.kafka.progress import KafkaProgress
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.txn_errors import (
     AbortFailed,
-    CallStuck,
     ConsumerStalled,
     ProducerFenced,
     TransactionAborted,
     TransactionFatal,
 )
-
-__all__ = [  # the errors the engine acts on are imported from here too
-    "AbortFailed",
-    "CallStuck",
-    "ConsumerStalled",
-    "Input",
-    "ProducerFenced",
-    "TransactionAborted",
-    "TransactionFatal",
-    "TransactionalClients",
-    "cluster_answers",
-]
 
 log = logging.getLogger("streams.kafka")
 
