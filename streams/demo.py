@@ -30,7 +30,7 @@ from rich.table import Table
 from streams.clock import now_ms
 from streams.coordinator.topics import Topics
 from streams.core import Delete, StreamConfig, Upsert, config_from_dict
-from streams.devbroker import ROOT, dev_broker
+from streams.devbroker import KAFKA_VERSION, ROOT, dev_broker
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
 from streams.kafka.admin import create_topics, wait_ready
@@ -102,7 +102,7 @@ class Demo:
             console.print(f"using the running broker on {broker.bootstrap_servers}")
             yield
             return
-        console.print(f"starting Kafka {broker.version} on 127.0.0.1:9092 ...")
+        console.print(f"starting Kafka {KAFKA_VERSION} on 127.0.0.1:9092 ...")
         try:
             broker.start()  # inside: Ctrl-C while it waits must stop the JVM it launched
             yield
