@@ -6,6 +6,7 @@ import concurrent.futures
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # missing in its stub
@@ -242,6 +243,11 @@ def cluster_state(settings: KafkaSettings, timeout_s: float = 5.0) -> ClusterSta
     return ClusterState(frozenset(metadata.brokers), partitions)
 
 
+# How long one broker is given to describe its configuration before the next one is asked.
+BROKER_CONFIG_TRY_S = 3.0
+_NEXT_BROKER = _RESEND | {KafkaError._TIMED_OUT}
+
+
 def replication_defaults(settings: KafkaSettings, timeout_s: float = 10.0) -> ReplicationDefaults:
     """How many brokers there are and what replication topics take by default (one broker's
     `default.replication.factor` and `min.insync.replicas`, read from three brokers on).
@@ -254,19 +260,31 @@ def replication_defaults(settings: KafkaSettings, timeout_s: float = 10.0) -> Re
         brokers = sorted(client.list_topics(timeout=timeout_s).brokers)
         if len(brokers) < REPLICATED_FROM_BROKERS:
             return ReplicationDefaults(len(brokers), 1, None)
-        broker = ConfigResource(ResourceType.BROKER, str(brokers[0]))
-        while True:  # sent again when lost in flight, as in create_topics
-            future = client.describe_configs([broker], request_timeout=timeout_s)[broker]
-            try:
-                configs = future.result(timeout=timeout_s)
-                break
-            except KafkaException as exc:
-                if error_code(exc) not in _RESEND or time.monotonic() >= deadline:
-                    raise
-            time.sleep(0.2)
+        configs = _broker_configs(client, brokers, deadline)
     default = int(configs["default.replication.factor"].value)
     min_insync = int(configs["min.insync.replicas"].value)
     return ReplicationDefaults(len(brokers), replication_for(len(brokers), default), min_insync)
+
+
+def _broker_configs(client: AdminClient, brokers: list[int], deadline: float) -> Any:
+    """One broker's configuration, asking the brokers in turn: the metadata still lists a
+    broker killed a moment ago (until its session with the controller expires), and a
+    coordinator starting then must not fail on it. Raises the last error at the deadline."""
+    turn = 0
+    while True:
+        broker = ConfigResource(ResourceType.BROKER, str(brokers[turn % len(brokers)]))
+        timeout_s = max(0.1, min(BROKER_CONFIG_TRY_S, deadline - time.monotonic()))
+        future = client.describe_configs([broker], request_timeout=timeout_s)[broker]
+        try:
+            return future.result(timeout=timeout_s + 1.0)
+        except KafkaException as exc:  # lost in flight, or that broker did not answer
+            if error_code(exc) not in _NEXT_BROKER or time.monotonic() >= deadline:
+                raise
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+        turn += 1
+        time.sleep(0.2)
 
 
 def topic_config(settings: KafkaSettings, topic: str, timeout_s: float = 10.0) -> dict[str, str]:

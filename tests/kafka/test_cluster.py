@@ -16,7 +16,7 @@ from streams.coordinator.startup import prepare_topics
 from streams.coordinator.topics import Topics
 from streams.devbroker import LocalCluster
 from streams.errors import BrokerUnavailable
-from streams.kafka.admin import TopicSpec, create_topics, topic_config
+from streams.kafka.admin import TopicSpec, create_topics, replication_defaults, topic_config
 from streams.kafka.lag import LagReader, LagRow
 from streams.pipelines.synthetic import SyntheticPipeline
 from streams.worker.config import WorkerConfig
@@ -238,3 +238,17 @@ def test_a_worker_rides_out_its_leaders_kill_and_answers_every_task(
         runtime.stop()
         runtime.join(30)
         reader.close()
+
+
+def test_the_brokers_defaults_are_read_with_the_first_listed_node_just_killed(
+    kafka_cluster3: LocalCluster,
+) -> None:
+    """The metadata lists a killed node until its session with the controller expires; a
+    coordinator starting then asks the other nodes (it used to ask only the first, and exit)."""
+    cluster = kafka_cluster3
+    first = min(cluster.brokers())
+    cluster.kill(first)
+    listed = replication_defaults(cluster.settings, timeout_s=15.0)
+    assert listed.brokers == 3  # still listed: the case that made the first node the one asked
+    assert listed.replication == 3
+    assert listed.min_insync == 2
