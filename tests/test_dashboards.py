@@ -22,6 +22,7 @@ from streams.cli import app as cli
 from streams.coordinator.gauges import ConsumerLagCollector, OutageCollector
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.settings import CoordinatorSettings
+from streams.devbroker.versions import DEFAULT_KAFKA_VERSION
 from streams.worker.cli import build_parser as worker_parser
 from streams.worker.metrics import WorkerMetrics
 
@@ -222,7 +223,7 @@ def test_every_service_runs_a_real_tidemark_command() -> None:
 
 def test_the_kafka_service_is_the_single_node_broker() -> None:
     kafka = compose()["services"]["kafka"]
-    assert kafka["image"] == "apache/kafka:3.9.2"
+    assert kafka["image"] == f"apache/kafka:{DEFAULT_KAFKA_VERSION}"  # the one the tests run
     assert kafka["ports"] == ["127.0.0.1:9092:9092"]
     assert kafka["environment"]["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
 

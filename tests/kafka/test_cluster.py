@@ -224,7 +224,7 @@ def test_a_worker_rides_out_its_leaders_kill_and_answers_every_task(
         send(kafka, tasks, *sent[:10])
         cluster.kill(victim)
         for task in sent[10:]:  # while the leaders move
-            send(kafka, tasks, task)
+            send(kafka, tasks, task, flush_s=60.0)  # a new leader, a new producer id
             time.sleep(0.3)
         for task in sent:
             reader.wait_for(f"the ack of {task.task_id}", for_task(task, "ack"), timeout_s=90)

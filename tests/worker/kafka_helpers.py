@@ -62,7 +62,13 @@ def make_task(
     )
 
 
-def send(kafka: KafkaSettings, topic: str, *values: Task | bytes, key: bytes = b"k") -> list:
+def send(
+    kafka: KafkaSettings,
+    topic: str,
+    *values: Task | bytes,
+    key: bytes = b"k",
+    flush_s: float = 10.0,
+) -> list:
     """Produce tasks (keyed by stream id) or raw values; return their (partition, offset)."""
     producer = Producer(kafka.producer())
     placed: list[tuple[int, int] | None] = [None] * len(values)
@@ -80,7 +86,7 @@ def send(kafka: KafkaSettings, topic: str, *values: Task | bytes, key: bytes = b
             producer.produce(topic, body, stream_key(value.stream_id), on_delivery=report(i))
         else:
             producer.produce(topic, value, key, on_delivery=report(i))
-        producer.flush(10)  # one at a time: the order of offsets is the order given
+        producer.flush(flush_s)  # one at a time: the order of offsets is the order given
     assert all(placed), placed
     return placed
 
