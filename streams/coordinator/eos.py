@@ -161,9 +161,12 @@ class ConfluentEngine:
     # -- the loop -------------------------------------------------------------------------
 
     def run(self) -> None:
-        self.clients.init_transactions()
         self._health_table.start()
-        self.clients.subscribe(self.inputs, self._on_assigned, self._on_revoked, self._on_lost)
+        try:  # a start while the transaction coordinator moves waits as a running loop does
+            self.clients.init_transactions()
+            self.clients.subscribe(self.inputs, self._on_assigned, self._on_revoked, self._on_lost)
+        except TidemarkError as exc:
+            self.renewal.recover(exc)
         pacing = CommitPacing(
             self.settings.commit_interval_ms / 1000,
             min(POLL_S, self.settings.tick_interval_ms / 1000),

@@ -68,8 +68,10 @@ class FakeClients:
         commit_error: Exception | None = None,
         abort_error: Exception | None = None,
         poll_error: Exception | None = None,
+        init_error: Exception | None = None,
     ) -> None:
         self.broker = broker
+        self.init_error = init_error
         self.commit_error, self.abort_error = commit_error, abort_error
         self.poll_error = poll_error
         self.calls: list[str] = []
@@ -84,6 +86,8 @@ class FakeClients:
 
     def init_transactions(self) -> None:
         self.calls.append("init_transactions")
+        if self.init_error is not None:
+            raise self.init_error
 
     def subscribe(self, topics: Any, assigned: Partitions, revoked: Partitions,
                   lost: Partitions) -> None:  # fmt: skip
@@ -288,6 +292,28 @@ def test_a_gone_cluster_is_waited_for_then_the_clients_are_renewed(
     assert running.ended is None, running.ended
     assert doc["status"] == "ok" and "waiting" not in doc, doc
     assert doc["partitions"] == [0, 1], doc
+    tasks = [t["task_id"] for t in broker.records(engine.topics.tasks)]
+    assert tasks and len(tasks) == len(set(tasks)), tasks
+
+
+def test_a_start_whose_init_transactions_times_out_waits_and_renews_instead_of_exiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coordinator restarted while its transaction coordinator moves (the cluster chaos run:
+    `init_transactions: Timed out`, status 1 at start) goes through the same renewal."""
+    broker = FakeBroker()
+    broker.faults = [{"init_error": TransactionFatal("init_transactions: Local: Timed out")}]
+    broker.reachable = False
+    engine = _engine(tmp_path, broker, monkeypatch, "renew-start")
+    _upsert(broker, engine.topics, "s1")
+    with Running(engine) as running:
+        running.wait_for("/health to say it waits for the brokers",
+                         lambda: engine.health()["status"] == "waiting_for_brokers")  # fmt: skip
+        broker.reachable = True
+        running.wait_for("a transaction committed on new clients", lambda: len(
+            broker.made) >= 2 and broker.made[1].committed_txns >= 1, timeout_s=20)  # fmt: skip
+    assert running.ended is None, running.ended
+    assert broker.made[0].calls == ["init_transactions"], broker.made[0].calls
     tasks = [t["task_id"] for t in broker.records(engine.topics.tasks)]
     assert tasks and len(tasks) == len(set(tasks)), tasks
 
