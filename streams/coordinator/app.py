@@ -27,7 +27,7 @@ from streams.coordinator.health import guard
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.startup import prepare_topics
+from streams.coordinator.startup import prepare_topics_waiting
 from streams.errors import TidemarkError
 from streams.kafka.lag import backlog
 from streams.kafka.output import KafkaOutput
@@ -333,7 +333,7 @@ class CoordinatorWorker(faust.Worker):
 
 def run(settings: CoordinatorSettings, loglevel: str = "info") -> None:
     """Run a coordinator in the foreground until SIGTERM or Ctrl-C (stops within 10 s)."""
-    settings = prepare_topics(settings)  # with the replication the cluster chose
+    settings = prepare_topics_waiting(settings)  # with the replication the cluster chose
     app, _ = build_app(settings)
     worker = CoordinatorWorker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()

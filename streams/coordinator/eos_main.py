@@ -9,8 +9,12 @@ import logging
 from streams.coordinator.eos import GC_THRESHOLD, ConfluentEngine
 from streams.coordinator.gauges import consumer_lag_collector
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.signals import block_stop_signals, serve_stop_signals
-from streams.coordinator.startup import prepare_topics
+from streams.coordinator.signals import (
+    block_stop_signals,
+    serve_stop_signals,
+    stop_signal_within,
+)
+from streams.coordinator.startup import prepare_topics_waiting
 from streams.coordinator.web import HealthServer
 
 _LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING,
@@ -24,7 +28,7 @@ def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
     block_stop_signals()  # before any client starts a thread: see streams.coordinator.signals
-    prepare_topics(settings)
+    prepare_topics_waiting(settings, stop_signal_within)
     # The hot path allocates many short-lived objects and almost no cycles: collecting the
     # youngest generation every 50,000 allocations instead of 700 saves several per cent of
     # CPU (bench/processor_bench.py --gc-threshold shows how much) and costs a little memory.

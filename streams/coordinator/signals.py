@@ -36,3 +36,9 @@ def serve_stop_signals(request_stop: Callable[[], None]) -> threading.Thread:
     thread = threading.Thread(target=serve, name="stop-signals", daemon=True)
     thread.start()
     return thread
+
+
+def stop_signal_within(timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for a SIGTERM or SIGINT blocked by `block_stop_signals` (before
+    they are served); return whether one came. It is consumed: the caller stops."""
+    return signal.sigtimedwait(STOP_SIGNALS, timeout_s) is not None

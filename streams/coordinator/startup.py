@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from streams.coordinator.settings import CoordinatorSettings
+from streams.errors import BrokerUnavailable
 from streams.kafka.admin import (
     REPLICATED_FROM_BROKERS,
     create_topics,
@@ -40,6 +43,44 @@ def prepare_topics(settings: CoordinatorSettings) -> CoordinatorSettings:
         )
     refuse_engine_switch(settings)
     return replace(settings, replication=replication)
+
+
+# A start that finds no cluster tries again after 1, 2, 4 ... 30 s.
+START_RETRY_MAX_S = 30.0
+
+
+def prepare_topics_waiting(
+    settings: CoordinatorSettings,
+    stop_asked: Callable[[float], bool] | None = None,
+    prepare: Callable[[CoordinatorSettings], CoordinatorSettings] = prepare_topics,
+) -> CoordinatorSettings:
+    """`prepare_topics`, tried again while the cluster does not answer, saying so each time.
+
+    A coordinator restarted while a node or the controller quorum is down (a cluster's
+    maintenance, the chaos run's two-down fault) used to exit at once ("could not create
+    topic ... Timed out waiting for controller"), and its supervisor restarted it into the same
+    exit. It now waits, as a running one does. `stop_asked(s)` waits up to `s` seconds and
+    returns whether a stop was asked meanwhile (SIGTERM, Ctrl-C): then it exits, status 1.
+    """
+    if stop_asked is None:
+        stop_asked = _sleep
+    backoff_s = 1.0
+    while True:
+        try:
+            return prepare(settings)
+        except BrokerUnavailable as exc:
+            log.warning("the cluster at %s does not answer (%s); the coordinator waits for it, "
+                        "trying again in %.0f s", settings.kafka.bootstrap_servers, exc,
+                        backoff_s)  # fmt: skip
+            if stop_asked(backoff_s):
+                raise SystemExit("stopped while waiting for the cluster") from exc
+            backoff_s = min(START_RETRY_MAX_S, backoff_s * 2)
+
+
+def _sleep(wait_s: float) -> bool:
+    """The Faust engine's wait: a SIGTERM or Ctrl-C there ends the process as Python does."""
+    time.sleep(wait_s)
+    return False
 
 
 def choose_replication(settings: CoordinatorSettings) -> int:
