@@ -33,7 +33,10 @@ from .exit_audit import Fault
 DOWN_S = 20.0  # a killed node's time down
 TWO_DOWN_S = 40.0  # two nodes down together: past a 10 s transaction timeout, several times
 BETWEEN_S = 10.0  # the run at peace between two faults
+# A node's restart and its ISRs: a JVM relaunched on a loaded 2-core machine took over 120 s to
+# answer in a cluster-mode run (three JVMs, two coordinators, two workers and the run).
 ISR_WAIT_S = 240.0
+RESTART_S = 240.0
 
 Begin = Callable[[str, str], Fault]
 
@@ -87,8 +90,9 @@ class ClusterFaults:
             except Exception as exc:
                 self.errors.append(f"cluster faults: {name}: {type(exc).__name__}: {exc}")
                 self.say(f"cluster fault {name} failed: {type(exc).__name__}: {exc}")
+                time.sleep(5)  # a node just given up on frees its ports
                 try:
-                    self.cluster.heal()
+                    self.cluster.heal(RESTART_S)
                 except Exception as again:  # the next step says it again
                     self.say(f"heal after {name}: {again}")
 
@@ -100,7 +104,7 @@ class ClusterFaults:
         fault = self.begin(kind, f"SIGKILL of node {node}, {why}; restarted after {DOWN_S:g} s")
         self.cluster.kill(node)
         time.sleep(DOWN_S)
-        self.cluster.restart(node)
+        self.cluster.restart(node, RESTART_S)
         self.cluster.wait_full_isr(ISR_WAIT_S)
         fault.end_ms = _now_ms()
 
@@ -128,7 +132,7 @@ class ClusterFaults:
         fault = self.begin("rolling-restart", "each node stopped and started in turn")
         for node in range(1, self.cluster.size + 1):
             began = time.monotonic()
-            self.cluster.restart(node)  # SIGTERM: a controlled shutdown, then start
+            self.cluster.restart(node, RESTART_S)  # SIGTERM: a controlled shutdown, then start
             self.cluster.wait_full_isr(ISR_WAIT_S)
             took_s = time.monotonic() - began
             self.say(f"rolling restart: node {node} back and every ISR full after {took_s:.0f} s")
@@ -142,7 +146,7 @@ class ClusterFaults:
         for node in nodes:
             self.cluster.kill(node)
         time.sleep(TWO_DOWN_S)
-        self.cluster.heal()  # starts both, waits until all three are brokers
+        self.cluster.heal(RESTART_S)  # starts both, waits until all three are brokers
         self.cluster.wait_full_isr(ISR_WAIT_S)
         fault.end_ms = _now_ms()
 
@@ -151,5 +155,5 @@ class ClusterFaults:
         with self.lock:
             node = self.rng.randrange(1, self.cluster.size + 1)
             fault = self.begin("node-restart", f"node {node} stopped, then started on its data")
-            self.cluster.restart(node)
+            self.cluster.restart(node, RESTART_S)
             fault.end_ms = _now_ms()
