@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps kafka kafka-stop lint test test-kafka39 run chaos clean
+.PHONY: setup system-deps kafka kafka-stop lint test test-cluster test-kafka39 run chaos clean
 
 # The Kafka version of `make kafka`, `make test`, `make run` and `make chaos`: empty for the
 # default (4.3.2, streams/devbroker/versions.py), e.g. `make test KAFKA_VERSION=3.9.2`.
@@ -42,7 +42,13 @@ lint: setup
 PYTEST_WORKERS ?= 2
 test: lint system-deps
 	$(PY) -m streams.devbroker fetch
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not cluster" $(PYTEST_ARGS)
+
+# The three-node exactly-once test (tests/kafka/test_cluster_eos.py), alone: beside the rest of
+# `make test` on 2 cores, a node's restart in its rolling restart once took over 120 s.
+test-cluster: lint
+	$(PY) -m streams.devbroker fetch
+	$(VENV)/bin/pytest -m cluster $(PYTEST_ARGS)
 
 # The broker suites (`pytest -m broker`) on Kafka 3.9.2, the version that is not the default.
 test-kafka39: setup

@@ -28,7 +28,7 @@ from tests.support.commits import check_exactly_once
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Tail
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 
 STREAMS = 24
 WINDOW_MS = 1000
