@@ -44,8 +44,8 @@ test: lint system-deps
 	$(PY) -m streams.devbroker fetch
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not cluster" $(PYTEST_ARGS)
 
-# The three-node exactly-once test (tests/kafka/test_cluster_eos.py), alone: beside the rest of
-# `make test` on 2 cores, a node's restart in its rolling restart once took over 120 s.
+# The three-node cluster tests (tests/kafka/test_cluster.py, test_cluster_eos.py), alone: beside
+# the rest of `make test` on 2 cores, a node's restart took over 120 s, or the node exited.
 test-cluster: lint
 	$(PY) -m streams.devbroker fetch
 	$(VENV)/bin/pytest -m cluster $(PYTEST_ARGS)

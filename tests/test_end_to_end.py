@@ -127,7 +127,9 @@ def test_metrics_pipeline_end_to_end(
             prometheus.stop()
             bypass = tail.wait_for("a bypass", lambda: tail.values("bypassed", s), 40)[0]
             assert bypass["last_error"]["kind"] == "core_metric"
-            assert bypass["attempts"] >= 3
+            # at least one retry of the window before the bypass: how many fit in the bypass
+            # time depends on the machine's load (2 seen on a loaded CI run)
+            assert bypass["attempts"] >= 2
             assert bypass["bypassed_ms"] - bypass["first_failed_ms"] >= 3000
             nacks = [r for r in tail.values("results", s)
                      if r["outcome"] == "nack" and r["start_ms"] == bypass["start_ms"]]  # fmt: skip

@@ -23,7 +23,7 @@ from streams.worker.config import WorkerConfig
 from streams.worker.runner import kafka_runtime
 from tests.worker.kafka_helpers import PARTITIONS, ResultReader, for_task, make_task, send
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 
 
 def produce(cluster: LocalCluster, topic: str, values: list[bytes]) -> None:
