@@ -36,16 +36,16 @@ lint: setup
 	$(VENV)/bin/ruff format --check streams tests bench examples
 	$(VENV)/bin/mypy
 
-# Two pytest workers (pytest-xdist), a module's tests kept together on one (module fixtures);
-# each worker starts its own broker. Most broker tests wait on timeouts, not CPU, so two halve
-# the run on 2 cores (about 20 min serial, 12 in parallel). PYTEST_WORKERS=0 runs serially.
+# Two pytest workers (pytest-xdist). Each module's tests stay together on one worker (module
+# fixtures), and the three-node cluster tests share one (tests/conftest.py's groups); each
+# worker starts its own broker. Most broker tests wait on timeouts, not CPU, so two halve the
+# run on 2 cores. PYTEST_WORKERS=0 runs serially.
 PYTEST_WORKERS ?= 2
 test: lint system-deps
 	$(PY) -m streams.devbroker fetch
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not cluster" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-# The three-node cluster tests (tests/kafka/test_cluster.py, test_cluster_eos.py), alone: beside
-# the rest of `make test` on 2 cores, a node's restart took over 120 s, or the node exited.
+# The three-node cluster tests (tests/kafka/test_cluster.py, test_cluster_eos.py) alone.
 test-cluster: lint
 	$(PY) -m streams.devbroker fetch
 	$(VENV)/bin/pytest -m cluster $(PYTEST_ARGS)
@@ -53,7 +53,7 @@ test-cluster: lint
 # The broker suites (`pytest -m broker`) on Kafka 3.9.2, the version that is not the default.
 test-kafka39: setup
 	TIDEMARK_KAFKA_VERSION=3.9.2 $(PY) -m streams.devbroker fetch
-	TIDEMARK_KAFKA_VERSION=3.9.2 $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile -m broker $(PYTEST_ARGS)
+	TIDEMARK_KAFKA_VERSION=3.9.2 $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m broker $(PYTEST_ARGS)
 
 run: setup
 	$(PY) -m streams.demo

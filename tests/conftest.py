@@ -17,6 +17,19 @@ from tests.support.broker import kafka_cluster
 from tests.support.cluster import local_cluster
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for `pytest -n N --dist loadgroup` (make test): a module's tests stay on one
+    worker (its module fixtures start once), and the three-node cluster tests of every module
+    share one worker, one after the other: two clusters of three JVMs at once beside the other
+    broker tests, on 2 cores, slowed a node's restart past two minutes."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        group = "cluster" if item.get_closest_marker("cluster") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with kafka_cluster(tmp_path_factory.mktemp("kafka")) as bootstrap:

@@ -124,9 +124,9 @@ class LocalCluster:
     def resume(self, node_id: int) -> None:
         self.node(node_id).resume()
 
-    def restart(self, node_id: int, timeout_s: float = 120.0) -> None:
+    def restart(self, node_id: int, timeout_s: float = 240.0) -> None:
         """Stop the node if it runs, start it again on its data, and wait until it is a
-        registered broker again (10-30 s on a loaded machine)."""
+        registered broker again (10-30 s alone, over 2 min on a loaded 2-core machine)."""
         node = self.node(node_id)
         node.stop()
         node.launch()
@@ -145,7 +145,7 @@ class LocalCluster:
         ids = [n.node_id for n in nodes]
         self.wait_brokers(ids, max(1.0, deadline - time.monotonic()))
 
-    def heal(self, timeout_s: float = 120.0) -> None:
+    def heal(self, timeout_s: float = 240.0) -> None:
         """Resume paused nodes, start stopped ones, and wait until all are brokers again."""
         launched = []
         for node in self.nodes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -96,11 +97,37 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
+# Listening ports come from below the kernel's ephemeral range. A port from inside it (what
+# bind(0) returns) can be taken while its broker is down: a client reconnecting to 127.0.0.1:P
+# from the ephemeral port P connects to itself (TCP simultaneous open) and holds P, so the
+# restarted node cannot bind it. Three-node tests saw "port P is taken" on a restart.
+_LISTEN_PORTS = range(20000, 32768)
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _listen_ports() -> range:
+    try:
+        low, high = (int(v) for v in _EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return _LISTEN_PORTS
+    if low > 12000:
+        return range(max(1024, low - 12000), low)
+    return range(high + 1, min(65536, high + 12001))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A free TCP port on 127.0.0.1 outside the ephemeral range (see _LISTEN_PORTS)."""
+    ports = _listen_ports()
+    for _ in range(200):
+        port = random.choice(ports)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            if not _port_taken(port):
+                return port
+    raise BrokerUnavailable(f"no free port in {ports.start}..{ports.stop - 1} on 127.0.0.1")
 
 
 def _port_taken(port: int) -> bool:

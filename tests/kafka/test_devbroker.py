@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.devbroker import LocalBroker, new_cluster_id
+from streams.devbroker import LocalBroker, free_port, new_cluster_id
 from streams.devbroker.jars import (
     ROOT,
     fetch_jars,
@@ -75,3 +75,16 @@ def test_each_version_gets_the_config_and_logging_it_needs(tmp_path: Path, versi
         assert "-Dlog4j.configuration=file:" in cmd
     for removed in ("log.message.format.version", "zookeeper.connect"):  # gone in Kafka 4
         assert removed not in props
+
+
+def test_listening_ports_are_outside_the_ephemeral_range_so_no_client_can_hold_one() -> None:
+    """A client reconnecting to a stopped node's port from that same ephemeral port connects to
+    itself and holds it: the node's restart then finds its port taken. A node's ports are
+    therefore never in the kernel's ephemeral range."""
+    path = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    if not path.exists():
+        pytest.skip("no /proc/sys/net/ipv4/ip_local_port_range on this system")
+    low, high = (int(v) for v in path.read_text().split())
+    ports = {free_port() for _ in range(50)}
+    assert len(ports) > 1
+    assert not [p for p in ports if low <= p <= high]

@@ -13,6 +13,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from prometheus_client import REGISTRY
 
+from streams.devbroker import free_port
 from streams.errors import InvalidInput
 from streams.pipelines.prometheus_otlp import (
     MetricSpec,
@@ -24,7 +25,7 @@ from streams.pipelines.prometheus_otlp import (
 from streams.worker.api import Ack, Nack
 from tests.pipelines.conftest import EMPTY_OFFSET_MS, STREAM_ID, Data, make_task
 from tests.support.otlp_receiver import OtlpReceiver
-from tests.support.prometheus import PrometheusServer, free_port
+from tests.support.prometheus import PrometheusServer
 
 A = {"name": "a", "query": 'tm_a{cluster="{cluster_id}"}', "core": True}
 B = {"name": "b", "query": 'tm_b{cluster="{cluster_id}"}', "core": True}

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -27,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+
+from streams.devbroker import free_port
 
 INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install-system-deps.sh"
 
@@ -55,13 +56,6 @@ def binaries() -> tuple[str, str]:
             f"prometheus/promtool not found; install them with: sudo {INSTALL_SCRIPT}"
         )
     return prometheus, promtool
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def openmetrics(samples: Iterable[Sample]) -> str:
