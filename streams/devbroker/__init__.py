@@ -24,9 +24,9 @@ from streams.devbroker.node import (
     LocalBroker,
     dev_broker,
     ephemeral_broker,
-    free_port,
     new_cluster_id,
 )
+from streams.devbroker.ports import free_port
 from streams.devbroker.tls import Certificates, SaslSsl, make_certificates
 
 __all__ = [

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from streams.devbroker.jars import JARS_DIR, fetch_jars
-from streams.devbroker.node import LocalBroker, free_port, new_cluster_id
+from streams.devbroker.node import LocalBroker, new_cluster_id
+from streams.devbroker.ports import free_port
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import ClusterState, cluster_state
 from streams.kafka.settings import KafkaSettings

@@ -9,9 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import random
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -27,6 +25,7 @@ from streams.devbroker.jars import (
     java,
     marked_version,
 )
+from streams.devbroker.ports import free_port, port_taken
 from streams.devbroker.tls import SaslSsl
 from streams.devbroker.versions import extra_properties, format_features, log_config
 from streams.errors import BrokerUnavailable
@@ -95,44 +94,6 @@ def new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-# Listening ports come from below the kernel's ephemeral range. A port from inside it (what
-# bind(0) returns) can be taken while its broker is down: a client reconnecting to 127.0.0.1:P
-# from the ephemeral port P connects to itself (TCP simultaneous open) and holds P, so the
-# restarted node cannot bind it. Three-node tests saw "port P is taken" on a restart.
-_LISTEN_PORTS = range(20000, 32768)
-_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-
-
-def _listen_ports() -> range:
-    try:
-        low, high = (int(v) for v in _EPHEMERAL_RANGE.read_text().split())
-    except (OSError, ValueError):
-        return _LISTEN_PORTS
-    if low > 12000:
-        return range(max(1024, low - 12000), low)
-    return range(high + 1, min(65536, high + 12001))
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 outside the ephemeral range (see _LISTEN_PORTS)."""
-    ports = _listen_ports()
-    for _ in range(200):
-        port = random.choice(ports)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            if not _port_taken(port):
-                return port
-    raise BrokerUnavailable(f"no free port in {ports.start}..{ports.stop - 1} on 127.0.0.1")
-
-
-def _port_taken(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass
@@ -242,7 +203,7 @@ class LocalBroker:
         if self.running_pid() is not None:
             raise BrokerUnavailable(f"a broker from {self.home} is already running")
         for port in (self.port, self.controller_port):
-            if _port_taken(port):
+            if port_taken(port):
                 raise BrokerUnavailable(f"port {port} on 127.0.0.1 is taken by another process")
         fetch_jars(self.jars_dir, self.version)
         props = self._write_config()
