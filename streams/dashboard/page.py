@@ -41,7 +41,7 @@ def render(template: str, blocks: dict[str, str]) -> str:
         place = "{{ " + name + " }}"
         if template.count(place) != 1:
             raise ValueError(f"index.html must hold {place} exactly once")
-        if "</" in text:  # "</script>" or "</style>" inside would end the block
+        if "</" in text:  # a closing tag inside would end the block early
             raise ValueError(f"static/{name} must not contain '</'")
         template = template.replace(place, text)
     return template
