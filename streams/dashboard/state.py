@@ -14,8 +14,14 @@ from typing import Any, Protocol
 
 from streams.dashboard.table import StreamTable
 from streams.outages import SourceOutage
-from streams.readview import MAX_MESSAGE_CHARS, STATES, BypassSource, ReadView, StreamSource
-from streams.readview import bypass_json as _bypass
+from streams.readview import (
+    MAX_MESSAGE_CHARS,
+    STATES,
+    BypassSource,
+    ReadView,
+    StreamSource,
+    bypass_json,
+)
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
@@ -81,7 +87,7 @@ class Snapshot:
 
     @classmethod
     def read(cls, model: ReadModelSource, table: StreamTable, now_ms: int) -> Snapshot:
-        """After `model.refresh()`: copy what changed since the last read into `table`."""
+        """After `model.refresh()`: put what changed since the last read into `table`."""
         changed, removed = model.changes()
         table.apply([ReadView.copy_of(view, now_ms) for view in changed], removed)
         bypasses = recent_bypasses(model.bypasses(RECENT_BYPASSES))
@@ -106,6 +112,6 @@ def state_document(snapshot: Snapshot, now_ms: int) -> dict[str, Any]:
         "total": len(table),
         "counts": table.counts(now_ms),
         "streams": [row.to_json(now_ms) for row in page.rows],
-        "bypasses": [_bypass(view) for view in snapshot.bypasses],
+        "bypasses": [bypass_json(view) for view in snapshot.bypasses],
         "outages": [{**o.to_json(), "line": o.line(now_ms)} for o in snapshot.outages],
     }
