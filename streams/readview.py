@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from streams.core import config_to_dict
+from streams.core._checks import MAX_ERROR_MESSAGE_CHARS
 from streams.core.config import StreamConfig
 from streams.core.view import STATUSES, PublishedView, behind_ms
 from streams.humanize import format_time
 
 STATES: tuple[str, ...] = STATUSES
 FIXED_STATES = ("paused", "retrying", "finished")  # held until the next view
-MAX_MESSAGE_CHARS = 2000  # an error message's bound on the wire (streams.wire) and in JSON
+MAX_MESSAGE_CHARS = MAX_ERROR_MESSAGE_CHARS  # an error message's bound, on the wire and in JSON
 
 
 def error_json(error: Mapping[str, str] | None) -> dict[str, str] | None:
