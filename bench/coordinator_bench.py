@@ -60,8 +60,9 @@ from common import (
 )
 from confluent_kafka import Producer
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 QUIX_VERSION = "3.28.1"  # the newest 3.x PyPI served on 2026-11-30 (`pip index versions`)
 QUIX_VENV = ROOT / ".bench" / "quix-venv"

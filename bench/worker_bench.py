@@ -33,8 +33,9 @@ from typing import Any
 from common import broker_for_run, consumer, now_ms
 from confluent_kafka import Producer
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 PARTITIONS = 6
 STREAMS = 500

@@ -29,7 +29,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from streams.coordinator.topics import Topics
 from streams.core import config_to_dict
 from streams.core.view import Status, behind_ms, status_at
 from streams.core.view import StreamView as PublishedView
@@ -37,6 +36,7 @@ from streams.errors import BrokerUnavailable, InvalidInput
 from streams.humanize import format_time
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import TopicReader, TopicRecord
+from streams.topics import Topics
 from streams.wire import Bypassed, decode_bypassed, decode_view
 
 TOPICS = ("streams", "bypassed")

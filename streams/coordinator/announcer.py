@@ -27,8 +27,8 @@ import orjson
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
-from streams.coordinator.topics import Topics
 from streams.core import BypassRecord, Commit, flush
+from streams.topics import Topics
 from streams.wire import bypassed_key, encode_commit
 
 # Flush a stream's commit at once when this many windows wait, whatever the interval says.

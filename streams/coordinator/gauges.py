@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 
 from streams.coordinator.health import Outage
-from streams.coordinator.topics import Topics
 from streams.kafka.lag import LagReader, LagRow
 from streams.kafka.settings import KafkaSettings
+from streams.topics import Topics
 
 if TYPE_CHECKING:
     from streams.coordinator.metrics import CoordinatorMetrics

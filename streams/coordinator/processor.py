@@ -32,10 +32,10 @@ from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
-from streams.coordinator.topics import Topics
 from streams.coordinator.views import Views
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
+from streams.topics import Topics
 
 __all__ = [
     "FLUSH_MAX_WINDOWS",

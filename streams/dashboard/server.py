@@ -30,13 +30,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from streams.clock import now_ms
-from streams.coordinator.topics import Topics
 from streams.dashboard import api, page, timeline
 from streams.dashboard.state import ReadModelSource, Snapshot, state_document
 from streams.dashboard.table import StreamTable
 from streams.errors import TidemarkError
 from streams.kafka.settings import KafkaSettings
 from streams.outages import HealthReader, SourceOutage
+from streams.topics import Topics
 
 log = logging.getLogger(__name__)
 
