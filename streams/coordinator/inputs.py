@@ -15,12 +15,12 @@ from collections import Counter
 from streams.coordinator.announcer import Announcer, Message, send_all
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
-from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
 from streams.core import (
     Decision,

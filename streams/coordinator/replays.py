@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 
 import orjson
 
-from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter, StateStore
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.core import (
     BypassRecord,
     Commit,
