@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-import faust
-from faust.types import TP
+import faust  # noqa: TID251  (the Faust engine)
+from faust.types import TP  # noqa: TID251
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.coordinator.brokers import QUIET_MS, OutageLogFilter, say_waiting
