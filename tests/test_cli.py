@@ -29,7 +29,7 @@ from typer.testing import CliRunner, Result
 from streams.cli import app
 from streams.core import StreamConfig, create_state
 from streams.core.view import view_of
-from streams.devbroker import free_port
+from streams.dev.broker import free_port
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.topics import Topics

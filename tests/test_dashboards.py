@@ -23,7 +23,7 @@ from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.telemetry.lag import ConsumerLagCollector
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
-from streams.devbroker.versions import DEFAULT_KAFKA_VERSION
+from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION
 from streams.worker.cli import build_parser as worker_parser
 from streams.worker.metrics import WorkerMetrics
 

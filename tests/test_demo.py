@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.demo import COORDINATOR_PORT, DASHBOARD_PORT, WORKER_PORTS
-from streams.devbroker import dev_broker
+from streams.dev.broker import dev_broker
+from streams.dev.demo import COORDINATOR_PORT, DASHBOARD_PORT, WORKER_PORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"^\S+ (demo-[\w-]+) downstream='([^']+)' .*bypasses='(\d+)'")

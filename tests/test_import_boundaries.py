@@ -196,6 +196,7 @@ def test_importing_the_processor_loads_no_engine_library() -> None:
 
 
 def test_the_core_reaches_only_itself_and_the_standard_library() -> None:
+    """Transitively; besides the standard library, only CORE_ALLOWED (as test_purity)."""
     g = graph()
     offences = []
     for name in sorted(m for m in g if m == "streams.core" or m.startswith("streams.core.")):
@@ -216,6 +217,21 @@ def test_no_import_loops() -> None:
 def test_no_loops_between_the_folders_of_streams() -> None:
     """`worker/` -> `kafka/` -> `worker/` and the like: a folder sits above what it imports."""
     assert [sorted(c) for c in cycles(folder_graph(graph()))] == []
+
+
+def test_the_shipped_runtime_imports_no_development_tool() -> None:
+    """The local broker and the demo (`streams/dev/`) run beside Tidemark, never inside it."""
+    g = graph()
+    dev = "streams.dev"
+    offences = [
+        f"{name} imports {target}"
+        for name, targets in g.items()
+        if not (name == dev or name.startswith(dev + "."))
+        for target in sorted(targets)
+        if target == dev or target.startswith(dev + ".")
+    ]
+    assert offences == []
+    assert "streams.dev.broker" in g and "streams.dev.demo" in g
 
 
 def test_kafka_imports_nothing_of_the_worker_nor_the_coordinator() -> None:
@@ -260,7 +276,14 @@ def test_no_ruff_ignore_lifts_every_ban_of_a_shipped_file() -> None:
     ruff.toml that bans all but one, or `# noqa: TID251` on a line that imports one library."""
     root = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]
     ignores = root["lint"].get("per-file-ignores", {})
-    assert [glob for glob, codes in ignores.items() if glob.startswith("streams")] == []
+    shipped = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "streams").rglob("*.py"))]
+    lifting = [
+        glob
+        for glob, codes in ignores.items()
+        if any(code.startswith("TID") for code in codes)
+        and any(fnmatch(path, glob) for path in shipped)
+    ]
+    assert lifting == []
     banned = _bans(root)
     assert set(ENGINE_LIBRARIES) <= banned
     nested = sorted((ROOT / "streams").rglob("ruff.toml"))
@@ -270,6 +293,8 @@ def test_no_ruff_ignore_lifts_every_ban_of_a_shipped_file() -> None:
         assert config.get("extend"), f"{path} must extend the root's config"
         assert "per-file-ignores" not in config.get("lint", {}), path
         assert len(banned - _bans(config)) == 1, f"{path} lifts more than one ban"
+    kafka = tomllib.loads((ROOT / "streams" / "kafka" / "ruff.toml").read_text())
+    assert banned - _bans(kafka) == {"confluent_kafka"}
     for path in sorted((ROOT / "streams").rglob("*.py")):
         text = path.read_text()
         assert "ruff: noqa" not in text and "flake8: noqa" not in text, path

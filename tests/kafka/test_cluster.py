@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
-from streams.devbroker import LocalCluster
+from streams.dev.broker import LocalCluster
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import create_topics, replication_defaults, topic_config
 from streams.kafka.lag import LagReader, LagRow

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from streams.coordinator.pacing import AbortStreak
-from streams.devbroker import ephemeral_broker
+from streams.dev.broker import ephemeral_broker
 from streams.errors import TidemarkError
 from streams.kafka import settings as kafka_settings
 from streams.kafka.admin import create_topics

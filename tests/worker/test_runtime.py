@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streams.devbroker import free_port
+from streams.dev.broker import free_port
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines.synthetic import SyntheticPipeline

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from streams.clock import now_ms
 from streams.core import Delete, StreamConfig, Upsert, config_from_dict
-from streams.devbroker import KAFKA_VERSION, ROOT, dev_broker
+from streams.dev.broker import KAFKA_VERSION, ROOT, dev_broker
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
 from streams.kafka.admin import create_topics, wait_ready
