@@ -50,7 +50,7 @@ def broker_for_run(tmp: Path) -> Iterator[KafkaSettings]:
     if bootstrap:
         yield KafkaSettings(bootstrap)
         return
-    broker = ephemeral_broker(_broker_home(tmp))
+    broker = ephemeral_broker(_broker_home(tmp), quick_start=False)  # the full JIT and G1
     print("starting a local broker (streams.dev.broker) for this run ...", flush=True)
     broker.start()
     try:

@@ -89,10 +89,8 @@ def timed(what: Callable[[], Any]) -> tuple[float, Any]:
 
 def previous_refresh(model: ReadModel, now_ms: int) -> dict[str, Any]:
     """What the refresher and each /api/state request did before the table (a417bed)."""
-    from streams.dashboard.rows import Row
-
     streams = tuple(copy.copy(s) for s in model.streams())  # Snapshot.of, every refresh
-    rows = [Row.of(s, now_ms).to_json(now_ms) for s in streams]  # state_document, per request
+    rows = [s.to_json(now_ms) for s in streams]  # state_document, per request
     rows.sort(key=lambda s: (s["lag_ms"] is None, -(s["lag_ms"] or 0), s["stream_id"]))
     return {"streams": rows}
 

@@ -152,7 +152,7 @@ def worker(ctx: typer.Context) -> None:
 @app.command(context_settings=_PASSTHROUGH, add_help_option=False)
 def dashboard(ctx: typer.Context) -> None:
     """Serve the read-only status page on 127.0.0.1 (see --help)."""
-    from streams.dashboard.server import main as dashboard_main
+    from streams.dashboard.cli import main as dashboard_main
 
     raise typer.Exit(dashboard_main(ctx.args))
 

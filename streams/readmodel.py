@@ -20,172 +20,22 @@ Every value is decoded by `streams.wire`; invalid ones are ignored.
 
 from __future__ import annotations
 
-import copy
 import heapq
-import shlex
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
-from streams.core import config_to_dict
-from streams.core.view import Status, behind_ms, status_at
-from streams.core.view import StreamView as PublishedView
+from streams.core.view import PublishedView
 from streams.errors import BrokerUnavailable, InvalidInput
-from streams.humanize import format_time
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import TopicReader, TopicRecord
+from streams.readview import BypassView, ReadView
 from streams.topics import Topics
 from streams.wire import Bypassed, decode_bypassed, decode_view
 
 TOPICS = ("streams", "bypassed")
 
-
-@dataclass
-class StreamView:
-    """One stream as its last published view shows it; `lag_ms` and `state` take the time.
-
-    `bypasses` counts its windows listed on `bypassed` (replayable); `bypassed_total` every
-    window bypassed since its creation, as the coordinator counts; `held_since_ms` when the
-    outage guard began holding an outstanding window's bypass (None: none is held).
-    """
-
-    stream_id: str
-    config: dict[str, Any]
-    status: Status
-    downstream_ms: int
-    last_commit_ms: int | None
-    window: tuple[int, int] | None
-    attempt: int
-    last_error: dict[str, str] | None
-    bypassed_total: int
-    incarnation: int
-    changed_ms: int
-    bypasses: int = 0
-    held_since_ms: int | None = None
-
-    @classmethod
-    def of(cls, view: PublishedView) -> StreamView:
-        error = view.last_error
-        config = config_to_dict(view.config)
-        if config["params"]:  # nested values are shared with the decoded view's: copied
-            config["params"] = copy.deepcopy(config["params"])
-        return cls(
-            view.stream_id,
-            config,
-            view.status,
-            view.downstream_ms,
-            view.committed_ms,
-            view.window,
-            view.attempt,
-            None if error is None else error.to_wire(),
-            view.bypasses,
-            view.incarnation,
-            view.changed_ms,
-            held_since_ms=view.held_since_ms,
-        )
-
-    @property
-    def paused(self) -> bool:
-        return self.status == "paused"
-
-    def lag_ms(self, now_ms: int) -> int:
-        """How far progress is behind `now_ms`."""
-        return now_ms - self.downstream_ms
-
-    def state(self, now_ms: int) -> Status:
-        """`paused`, `retrying` and `finished` as published; else `catching up` when the lag
-        is beyond 2 * window_ms + delay_ms, or `live` (streams.core.view.status_at)."""
-        config = self.config
-        return status_at(
-            self.status,
-            self.downstream_ms,
-            int(config["window_ms"]),
-            int(config["delay_ms"]),
-            now_ms,
-        )
-
-    def catching_up_after_ms(self) -> int | None:
-        """When a live stream turns catching up if no view comes meanwhile; None when its
-        state does not change with time (paused, retrying, finished)."""
-        config = self.config
-        return _behind_after(
-            self.status, self.downstream_ms, int(config["window_ms"]), int(config["delay_ms"])
-        )
-
-
-def _behind_after(status: Status, downstream_ms: int, window_ms: int, delay_ms: int) -> int | None:
-    if status in ("paused", "retrying", "finished"):
-        return None
-    return downstream_ms + behind_ms(window_ms, delay_ms)
-
-
-@dataclass(frozen=True, slots=True)
-class BriefView:
-    """A stream as `StreamView` shows it, less its config: what a reader that keeps its own
-    copy of every stream needs (the status page). Frozen, and its error a dict of its own, so
-    it is safe to keep without a copy."""
-
-    stream_id: str
-    status: Status
-    downstream_ms: int
-    last_commit_ms: int | None
-    window: tuple[int, int] | None
-    attempt: int
-    last_error: dict[str, str] | None
-    bypasses: int  # its windows listed on `bypassed`
-    window_ms: int
-    delay_ms: int
-
-    @classmethod
-    def of(cls, view: PublishedView, bypasses: int) -> BriefView:
-        config, error = view.config, view.last_error
-        return cls(
-            config.stream_id,
-            view.status,
-            view.downstream_ms,
-            view.committed_ms,
-            view.window,
-            view.attempt,
-            None if error is None else error.to_wire(),
-            bypasses,
-            config.window_ms,
-            config.delay_ms,
-        )
-
-    @property
-    def paused(self) -> bool:
-        return self.status == "paused"
-
-    def lag_ms(self, now_ms: int) -> int:
-        return now_ms - self.downstream_ms
-
-    def state(self, now_ms: int) -> Status:
-        return status_at(self.status, self.downstream_ms, self.window_ms, self.delay_ms, now_ms)
-
-    def catching_up_after_ms(self) -> int | None:
-        return _behind_after(self.status, self.downstream_ms, self.window_ms, self.delay_ms)
-
-
-@dataclass(frozen=True)
-class BypassView:
-    """A window the coordinator gave up on, still listed on `bypassed` (so replayable)."""
-
-    stream_id: str
-    start_ms: int
-    end_ms: int
-    attempts: int
-    first_failed_ms: int
-    bypassed_ms: int
-    last_error: dict[str, str] | None
-
-    def replay_command(self) -> str:
-        """The CLI command that replays exactly this window."""
-        return (
-            f"tidemark replay {shlex.quote(self.stream_id)} "
-            f"--from {format_time(self.start_ms)} --to {format_time(self.end_ms)}"
-        )
+__all__ = ["TOPICS", "BypassView", "ReadModel", "ReadView"]
 
 
 def _recent_first(bypass: BypassView) -> tuple[int, str, int]:
@@ -208,7 +58,7 @@ class ReadModel:
         self.topics = Topics(prefix)
         self._short = {getattr(self.topics, name): name for name in topics}
         self._lock = threading.Lock()
-        # The decoded views (frozen): a reader's StreamView is made from one when it asks.
+        # The decoded views (frozen): a reader's ReadView is made from one when it asks.
         self._views: dict[str, PublishedView] = {}
         self._bypassed: dict[tuple[str, int], BypassView] = {}  # by (stream_id, start_ms)
         self._bypass_counts: Counter[str] = Counter()
@@ -269,18 +119,18 @@ class ReadModel:
 
     # -- reading views -------------------------------------------------------------------------
 
-    def streams(self) -> list[StreamView]:
+    def streams(self) -> list[ReadView]:
         """Every stream, by stream_id (copies, safe to keep)."""
         with self._lock:
             return [self._view(view) for _, view in sorted(self._views.items())]
 
-    def changes(self) -> tuple[list[BriefView], list[str]]:
+    def changes(self) -> tuple[list[ReadView], list[str]]:
         """The streams whose view (or listed bypasses) changed since the last call, and the
         stream ids removed meanwhile; the first call returns every stream.
 
         For a reader that keeps its own copy of every stream (the status page): O(changes),
-        not O(streams), per call, and no config copied (BriefView leaves it out). The model
-        tracks changes only once this was first called.
+        not O(streams), per call, and no config copied (a ReadView makes its config a dict
+        only when asked). The model tracks changes only once this was first called.
         """
         with self._lock:
             ids = self._views.keys() if self._changed is None else self._changed
@@ -291,11 +141,11 @@ class ReadModel:
                 if view is None:
                     removed.append(stream_id)
                 else:
-                    changed.append(BriefView.of(view, counts[stream_id]))
+                    changed.append(ReadView.of(view, counts[stream_id], config=False))
             self._changed = set()
             return changed, removed
 
-    def stream(self, stream_id: str) -> StreamView | None:
+    def stream(self, stream_id: str) -> ReadView | None:
         """One stream, or None if it is unknown or deleted."""
         with self._lock:
             view = self._views.get(stream_id)
@@ -320,10 +170,8 @@ class ReadModel:
             views = [b for b in self._bypassed.values() if b.stream_id == stream_id]
         return sorted(views, key=lambda b: b.start_ms)
 
-    def _view(self, view: PublishedView) -> StreamView:
-        shown = StreamView.of(view)  # fresh dicts: safe to keep and change
-        shown.bypasses = self._bypass_counts[view.stream_id]
-        return shown
+    def _view(self, view: PublishedView) -> ReadView:
+        return ReadView.of(view, self._bypass_counts[view.stream_id])  # fresh: safe to change
 
     # -- reading the topics --------------------------------------------------------------------
 

@@ -71,7 +71,7 @@ from streams.core.config import (
     check_params,
 )
 from streams.core.model import to_json
-from streams.core.view import Status, StreamView
+from streams.core.view import PublishedView, Status
 from streams.errors import InvalidInput
 
 MAX_RAW_BYTES = 4096
@@ -670,7 +670,7 @@ def decode_bypassed(key: bytes | None, raw: bytes | None) -> Bypassed:
     return Bypassed(msg.stream_id, msg.start_ms, record)
 
 
-def encode_view(view: StreamView, config_json: orjson.Fragment | None = None) -> bytes:
+def encode_view(view: PublishedView, config_json: orjson.Fragment | None = None) -> bytes:
     """The `streams` value of `view`; `config_json`, when given, is its config's JSON already
     encoded. `decode_view` inverts it."""
     config: Any = config_to_dict(view.config) if config_json is None else config_json
@@ -688,7 +688,7 @@ class Viewed(NamedTuple):
     """A decoded `streams` record: the stream its key names, and its view (None: a tombstone)."""
 
     stream_id: str
-    view: StreamView | None
+    view: PublishedView | None
 
 
 def decode_view(key: bytes | None, raw: bytes | None) -> Viewed:
@@ -708,7 +708,7 @@ def decode_view(key: bytes | None, raw: bytes | None) -> Viewed:
         raise InvalidInput("config.stream_id", "must be the view's stream_id")
     check_params(msg.config.params)
     window, error = msg.window, msg.last_error
-    view = StreamView(
+    view = PublishedView(
         config_from_dict(msg.config.model_dump()),
         msg.status,
         msg.downstream_ms,

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
-from streams.readmodel import TOPICS, BypassView, ReadModel, StreamView
+from streams.readmodel import TOPICS, BypassView, ReadModel, ReadView
 from streams.topics import Topics
 
 T0 = 1_795_946_400_000  # 2026-11-29T10:00:00Z
@@ -80,7 +80,7 @@ def bypass(start: int, stream_id: str = "s", bypassed: int | None = None) -> dic
     }
 
 
-def the(rm: ReadModel, stream_id: str = "s") -> StreamView:
+def the(rm: ReadModel, stream_id: str = "s") -> ReadView:
     found = rm.stream(stream_id)
     assert found is not None
     return found

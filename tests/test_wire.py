@@ -42,7 +42,7 @@ from streams.core.config import (
     MAX_PARAMS_BYTES,
     MAX_PARAMS_DEPTH,
 )
-from streams.core.view import StreamView, view_of
+from streams.core.view import PublishedView, view_of
 from streams.errors import InvalidInput
 from streams.wire import (
     MAX_RAW_BYTES,
@@ -775,7 +775,7 @@ def test_a_bypassed_key_that_is_not_its_window_is_named(key: bytes | None, reaso
     assert caught.value.field == "key" and reason in caught.value.reason
 
 
-def _view() -> StreamView:
+def _view() -> PublishedView:
     config = StreamConfig("cluster-a", T0, max_in_flight=2, params={"q": "up"})
     decision = create_state(config, T0 + 300_000)
     assert decision.state is not None

@@ -25,7 +25,7 @@ from streams.core import Control, Delete, Pause, Resume, Upsert, config_from_dic
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
 from streams.kafka.topic_io import send
-from streams.readmodel import TOPICS, ReadModel, StreamView
+from streams.readmodel import TOPICS, ReadModel, ReadView
 from streams.wire import encode_control, stream_key
 
 app = typer.Typer(
@@ -283,14 +283,14 @@ def _read(env: CliEnv, topics: tuple[str, ...] | None = None) -> ReadModel:
     return model
 
 
-def _known(model: ReadModel, stream: str) -> StreamView:
+def _known(model: ReadModel, stream: str) -> ReadView:
     view = model.stream(stream)
     if view is None:
         raise TidemarkError(f"unknown stream {stream!r}")
     return view
 
 
-def _existing(env: CliEnv, stream: str) -> StreamView:
+def _existing(env: CliEnv, stream: str) -> ReadView:
     """The stream as its view on `streams` shows it, or an error if it is unknown or deleted."""
     env.connect(require=["control", "streams"])
     return _known(_read(env, ("streams",)), stream)

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from streams.humanize import format_duration, format_time
-from streams.readmodel import BypassView, StreamView
+from streams.readview import BypassView, ReadView, bypass_json
 
 STATE_STYLES = {
     "live": "green",
@@ -22,46 +22,25 @@ STATE_STYLES = {
 }
 
 
-def by_lag(views: Iterable[StreamView], now_ms: int) -> list[StreamView]:
+def by_lag(views: Iterable[ReadView], now_ms: int) -> list[ReadView]:
     """The most lagging first; streams without a known lag last; ties by stream id."""
 
-    def key(view: StreamView) -> tuple[bool, int, str]:
+    def key(view: ReadView) -> tuple[bool, int, str]:
         lag = view.lag_ms(now_ms)
         return (lag is None, -(lag or 0), view.stream_id)
 
     return sorted(views, key=key)
 
 
-def stream_doc(view: StreamView, now_ms: int, config: bool = True) -> dict[str, Any]:
-    """A stream for `--output json`: the view's fields, its lag and state at `now_ms`."""
-    doc: dict[str, Any] = {
-        "stream_id": view.stream_id,
-        "state": view.state(now_ms),
-        "lag_ms": view.lag_ms(now_ms),
-        "downstream_ms": view.downstream_ms,
-        "last_commit_ms": view.last_commit_ms,
-        "window": None if view.window is None else list(view.window),
-        "attempt": view.attempt,
-        "last_error": view.last_error,
-        "bypasses": view.bypasses,
-        "paused": view.paused,
-    }
-    if config:
-        doc["config"] = view.config
-    return doc
+def stream_doc(view: ReadView, now_ms: int, config: bool = True) -> dict[str, Any]:
+    """A stream for `--output json`: the status page's row of it (streams.readview), its
+    window as a `[start_ms, end_ms]` pair, and its config unless `config` is False."""
+    return view.to_json(now_ms, config=config, window_pair=True)
 
 
 def bypass_doc(view: BypassView) -> dict[str, Any]:
-    return {
-        "stream_id": view.stream_id,
-        "start_ms": view.start_ms,
-        "end_ms": view.end_ms,
-        "attempts": view.attempts,
-        "first_failed_ms": view.first_failed_ms,
-        "bypassed_ms": view.bypassed_ms,
-        "last_error": view.last_error,
-        "replay_command": view.replay_command(),
-    }
+    """A bypassed window for `--output json`, as the status page shows it."""
+    return bypass_json(view)
 
 
 def time_text(ms: int | None) -> str:
@@ -86,7 +65,7 @@ def error_text(error: Mapping[str, str] | None) -> str:
     return f"{error.get('kind', '?')}: {error.get('message', '')}".rstrip(": ")
 
 
-def streams_table(views: Iterable[StreamView], now_ms: int, title: str | None = None) -> Table:
+def streams_table(views: Iterable[ReadView], now_ms: int, title: str | None = None) -> Table:
     """stream, downstream (UTC), lag, state, attempt, bypasses: one row per stream."""
     table = Table(title=title, title_justify="left")
     table.add_column("stream", overflow="fold")
@@ -171,9 +150,7 @@ def config_rows(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def print_stream(
-    out: Console, view: StreamView, bypasses: Iterable[BypassView], now_ms: int
-) -> None:
+def print_stream(out: Console, view: ReadView, bypasses: Iterable[BypassView], now_ms: int) -> None:
     """Everything `streams show` prints about one stream."""
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")

@@ -46,7 +46,7 @@ class Record:
     # `downstream_ms` was last announced (None: never).
     bypasses: int = 0
     committed_ms: int | None = None
-    # The key (`StreamView.key`) of the view last published from this record, in memory only:
+    # The key (`PublishedView.key`) of the view last published from this record, in memory only:
     # a view goes out when it differs (streams.coordinator.views).
     published: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
     # Transactional (streams.coordinator.views): when that view went out (in memory only), and

@@ -38,8 +38,9 @@ def status_at(
     return "catching up" if now_ms - downstream_ms > behind_ms(window_ms, delay_ms) else "live"
 
 
-class StreamView(msgspec.Struct, frozen=True):
-    """One stream's published view.
+class PublishedView(msgspec.Struct, frozen=True):
+    """One stream's view as the coordinator publishes it on `streams` (what a reader holds is
+    `streams.readview.ReadView`, made from it).
 
     `downstream_ms` is what `commits` announced (never ahead of it); `window` the first
     outstanding window and `attempt` its last dispatched attempt (0: not yet dispatched);
@@ -110,7 +111,9 @@ class StreamView(msgspec.Struct, frozen=True):
         return body
 
 
-def view_of(state: StreamState, bypasses: int, committed_ms: int | None, now_ms: int) -> StreamView:
+def view_of(
+    state: StreamState, bypasses: int, committed_ms: int | None, now_ms: int
+) -> PublishedView:
     """The view of `state` at `now_ms`: progress as announced, the first outstanding window."""
     config = state.config
     current = None
@@ -133,7 +136,7 @@ def view_of(state: StreamState, bypasses: int, committed_ms: int | None, now_ms:
         status = "retrying"
     else:
         status = status_at("live", downstream_ms, config.window_ms, config.delay_ms, now_ms)
-    return StreamView(
+    return PublishedView(
         config,
         status,
         downstream_ms,
@@ -148,4 +151,4 @@ def view_of(state: StreamState, bypasses: int, committed_ms: int | None, now_ms:
     )
 
 
-__all__ = ["STATUSES", "Status", "StreamView", "behind_ms", "status_at", "view_of"]
+__all__ = ["STATUSES", "PublishedView", "Status", "behind_ms", "status_at", "view_of"]

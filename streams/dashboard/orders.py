@@ -12,7 +12,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from streams.dashboard.rows import STATES, Row
+from streams.readview import STATES, ReadView
 
 STATE_RANK = {"retrying": 0, "catching up": 1, "paused": 2, "live": 3, "finished": 4}
 
@@ -58,22 +58,22 @@ def walk(segments: list[Segment]) -> Iterator[str]:
 class IdOrder:
     """By stream id."""
 
-    def __init__(self, rows: Iterable[Row]) -> None:
+    def __init__(self, rows: Iterable[ReadView]) -> None:
         self.items = SortedList(row.stream_id for row in rows)
 
-    def add(self, row: Row) -> None:
+    def add(self, row: ReadView) -> None:
         self.items.add(row.stream_id)
 
-    def remove(self, row: Row) -> None:
+    def remove(self, row: ReadView) -> None:
         self.items.remove(row.stream_id)
 
-    def same(self, old: Row, new: Row) -> bool:
+    def same(self, old: ReadView, new: ReadView) -> bool:
         return True
 
     def segments(self, now_ms: int, descending: bool) -> list[Segment]:
         return [Segment(self.items, 0, len(self.items), descending)]
 
-    def subset(self, rows: list[Row], now_ms: int, descending: bool) -> list[str]:
+    def subset(self, rows: list[ReadView], now_ms: int, descending: bool) -> list[str]:
         ids = sorted(row.stream_id for row in rows)
         return ids[::-1] if descending else ids
 
@@ -81,7 +81,7 @@ class IdOrder:
 class KeyOrder:
     """By `key(row)`, then stream id; rows whose key is None apart, by stream id, last."""
 
-    def __init__(self, key: Callable[[Row], Any], rows: Iterable[Row]) -> None:
+    def __init__(self, key: Callable[[ReadView], Any], rows: Iterable[ReadView]) -> None:
         self.key = key
         keyed, nulls = [], []
         for row in rows:
@@ -92,21 +92,21 @@ class KeyOrder:
                 keyed.append((value, row.stream_id))
         self.items, self.nulls = SortedList(keyed), SortedList(nulls)
 
-    def add(self, row: Row) -> None:
+    def add(self, row: ReadView) -> None:
         value = self.key(row)
         if value is None:
             self.nulls.add(row.stream_id)
         else:
             self.items.add((value, row.stream_id))
 
-    def remove(self, row: Row) -> None:
+    def remove(self, row: ReadView) -> None:
         value = self.key(row)
         if value is None:
             self.nulls.remove(row.stream_id)
         else:
             self.items.remove((value, row.stream_id))
 
-    def same(self, old: Row, new: Row) -> bool:
+    def same(self, old: ReadView, new: ReadView) -> bool:
         return bool(self.key(old) == self.key(new))
 
     def segments(self, now_ms: int, descending: bool) -> list[Segment]:
@@ -115,7 +115,7 @@ class KeyOrder:
             Segment(self.nulls, 0, len(self.nulls)),
         ]
 
-    def subset(self, rows: list[Row], now_ms: int, descending: bool) -> list[str]:
+    def subset(self, rows: list[ReadView], now_ms: int, descending: bool) -> list[str]:
         key = self.key
         keyed = sorted((value, row.stream_id) for row in rows if (value := key(row)) is not None)
         nulls = sorted(row.stream_id for row in rows if key(row) is None)
@@ -126,7 +126,7 @@ class KeyOrder:
 class StateOrder:
     """By state at the request's time (see the module's docstring); also the counts."""
 
-    def __init__(self, rows: Iterable[Row]) -> None:
+    def __init__(self, rows: Iterable[ReadView]) -> None:
         fixed: dict[str, list[str]] = {}
         timed = []
         for row in rows:
@@ -137,19 +137,19 @@ class StateOrder:
         self.timed = SortedList(timed)  # live or catching up, by when they fall behind
         self.fixed = {state: SortedList(ids) for state, ids in fixed.items()}
 
-    def add(self, row: Row) -> None:
+    def add(self, row: ReadView) -> None:
         if row.fixed_state is None:
             self.timed.add((row.behind_after_ms, row.stream_id))
         else:
             self.fixed.setdefault(row.fixed_state, SortedList()).add(row.stream_id)
 
-    def remove(self, row: Row) -> None:
+    def remove(self, row: ReadView) -> None:
         if row.fixed_state is None:
             self.timed.remove((row.behind_after_ms, row.stream_id))
         else:
             self.fixed[row.fixed_state].remove(row.stream_id)
 
-    def same(self, old: Row, new: Row) -> bool:
+    def same(self, old: ReadView, new: ReadView) -> bool:
         return old.fixed_state == new.fixed_state and old.behind_after_ms == new.behind_after_ms
 
     def behind(self, now_ms: int) -> int:
@@ -178,8 +178,8 @@ class StateOrder:
             return ordered
         return [Segment(s.items, s.lo, s.hi, True, s.keyed) for s in reversed(ordered)]
 
-    def subset(self, rows: list[Row], now_ms: int, descending: bool) -> list[str]:
-        def key(row: Row) -> tuple[Any, ...]:
+    def subset(self, rows: list[ReadView], now_ms: int, descending: bool) -> list[str]:
+        def key(row: ReadView) -> tuple[Any, ...]:
             state = row.state(now_ms)
             if row.fixed_state is None:
                 return (*_rank(state), 0, row.behind_after_ms, row.stream_id)
@@ -193,13 +193,13 @@ def _rank(state: str) -> tuple[int, str]:
     return (STATE_RANK.get(state, len(STATE_RANK)), state)
 
 
-def _error_key(row: Row) -> tuple[str, str] | None:
+def _error_key(row: ReadView) -> tuple[str, str] | None:
     error = row.last_error
     return None if error is None else (error["kind"], error["message"])
 
 
 Order = IdOrder | KeyOrder | StateOrder
-LAZY_KEYS: dict[str, Callable[[Row], Any]] = {
+LAZY_KEYS: dict[str, Callable[[ReadView], Any]] = {
     "window": lambda row: None if row.window is None else row.window[0],
     "attempt": lambda row: row.attempt,
     "bypasses": lambda row: row.bypasses,

@@ -12,27 +12,34 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from streams.dashboard.rows import MAX_MESSAGE_CHARS, STATES, Row, RowSource, error_json
 from streams.dashboard.table import StreamTable
 from streams.outages import SourceOutage
+from streams.readview import (
+    MAX_MESSAGE_CHARS,
+    STATES,
+    BypassSource,
+    ReadView,
+    StreamSource,
+    bypass_json,
+)
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
     "STATES",
     "BypassLike",
     "ReadModelSource",
-    "RowSource",
     "Snapshot",
     "StreamLike",
+    "StreamSource",
 ]
 
 RECENT_BYPASSES = 50
 STATE_STREAMS = 100  # the streams /api/state carries (the largest lags); the page pages them
 
 
-class StreamLike(RowSource, Protocol):
-    """What the timeline needs of one `streams.readmodel.StreamView` (streams.dashboard.timeline):
-    a table row's fields (streams.dashboard.rows.RowSource) and these."""
+class StreamLike(StreamSource, Protocol):
+    """What the timeline needs of one `streams.readview.ReadView` (streams.dashboard.timeline):
+    a table row's fields (streams.readview.StreamSource) and these."""
 
     @property
     def config(self) -> Mapping[str, Any] | None: ...
@@ -41,24 +48,7 @@ class StreamLike(RowSource, Protocol):
     def lag_ms(self, now_ms: int) -> int | None: ...
 
 
-class BypassLike(Protocol):
-    """What the page needs of `streams.readmodel.BypassView`."""
-
-    @property
-    def stream_id(self) -> str: ...
-    @property
-    def start_ms(self) -> int: ...
-    @property
-    def end_ms(self) -> int: ...
-    @property
-    def attempts(self) -> int: ...
-    @property
-    def first_failed_ms(self) -> int: ...
-    @property
-    def bypassed_ms(self) -> int: ...
-    @property
-    def last_error(self) -> Mapping[str, str] | None: ...
-    def replay_command(self) -> str: ...
+BypassLike = BypassSource  # what the page needs of `streams.readview.BypassView`
 
 
 class ReadModelSource(Protocol):
@@ -67,7 +57,7 @@ class ReadModelSource(Protocol):
     caught_up: bool
 
     def refresh(self, timeout_s: float = 5.0) -> None: ...
-    def changes(self) -> tuple[Sequence[RowSource], Sequence[str]]: ...
+    def changes(self) -> tuple[Sequence[StreamSource], Sequence[str]]: ...
     def stream(self, stream_id: str) -> StreamLike | None: ...
     def bypasses(self, limit: int | None = None) -> Sequence[BypassLike]: ...
     def bypasses_of(self, stream_id: str) -> Sequence[BypassLike]: ...
@@ -76,9 +66,10 @@ class ReadModelSource(Protocol):
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What the refresher last read. The table holds copies of the views (each made when its
-    view changed) and is locked while the refresher changes it, so requests never see a row
-    mid-update; the rest is replaced whole at each refresh."""
+    """What the refresher last read. The table holds the read model's views (each made for it
+    when its view changed; streams.readview.ReadView) and is locked while the refresher
+    changes it, so requests never see a row mid-update; the rest is replaced whole at each
+    refresh."""
 
     table: StreamTable = field(default_factory=StreamTable)
     bypasses: tuple[BypassLike, ...] = ()
@@ -89,16 +80,16 @@ class Snapshot:
 
     @classmethod
     def of(
-        cls, streams: Iterable[RowSource], bypasses: Iterable[BypassLike], refreshed_ms: int
+        cls, streams: Iterable[StreamSource], bypasses: Iterable[BypassLike], refreshed_ms: int
     ) -> Snapshot:
-        table = StreamTable(Row.of(view, refreshed_ms) for view in streams)
+        table = StreamTable(ReadView.copy_of(view, refreshed_ms) for view in streams)
         return cls(table, recent_bypasses(bypasses), refreshed_ms)
 
     @classmethod
     def read(cls, model: ReadModelSource, table: StreamTable, now_ms: int) -> Snapshot:
-        """After `model.refresh()`: copy what changed since the last read into `table`."""
+        """After `model.refresh()`: put what changed since the last read into `table`."""
         changed, removed = model.changes()
-        table.apply([Row.of(view, now_ms) for view in changed], removed)
+        table.apply([ReadView.copy_of(view, now_ms) for view in changed], removed)
         bypasses = recent_bypasses(model.bypasses(RECENT_BYPASSES))
         return cls(table, bypasses, now_ms, caught_up=model.caught_up)
 
@@ -121,19 +112,6 @@ def state_document(snapshot: Snapshot, now_ms: int) -> dict[str, Any]:
         "total": len(table),
         "counts": table.counts(now_ms),
         "streams": [row.to_json(now_ms) for row in page.rows],
-        "bypasses": [_bypass(view) for view in snapshot.bypasses],
+        "bypasses": [bypass_json(view) for view in snapshot.bypasses],
         "outages": [{**o.to_json(), "line": o.line(now_ms)} for o in snapshot.outages],
-    }
-
-
-def _bypass(view: BypassLike) -> dict[str, Any]:
-    return {
-        "stream_id": view.stream_id,
-        "start_ms": view.start_ms,
-        "end_ms": view.end_ms,
-        "attempts": view.attempts,
-        "first_failed_ms": view.first_failed_ms,
-        "bypassed_ms": view.bypassed_ms,
-        "last_error": error_json(view.last_error),
-        "replay_command": view.replay_command(),
     }

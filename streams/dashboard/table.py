@@ -40,7 +40,7 @@ from streams.dashboard.orders import (
     page_of,
     walk,
 )
-from streams.dashboard.rows import Row
+from streams.readview import ReadView
 
 SORT_FIELDS = (
     "stream_id",
@@ -59,7 +59,7 @@ SEARCH_CACHE_IDS = 2_000_000  # matching ids the cached searches hold at most, a
 
 @dataclass(frozen=True)
 class Page:
-    rows: list[Row]
+    rows: list[ReadView]
     matching: int  # the rows the search matched (every row without one)
 
 
@@ -70,9 +70,9 @@ class StreamTable:
     counts need the last); the others are built on their first request, then kept too.
     """
 
-    def __init__(self, rows: Iterable[Row] = ()) -> None:
+    def __init__(self, rows: Iterable[ReadView] = ()) -> None:
         self._lock = threading.Lock()
-        self._rows: dict[str, Row] = {row.stream_id: row for row in rows}
+        self._rows: dict[str, ReadView] = {row.stream_id: row for row in rows}
         self._orders: dict[str, Order] = self._build(["stream_id", "downstream_ms", "state"])
         # Searches by q, kept until the set of stream ids changes (oldest out first).
         self._searches: OrderedDict[str, _Search] = OrderedDict()
@@ -94,14 +94,14 @@ class StreamTable:
                 orders[name] = KeyOrder(LAZY_KEYS[name], rows)
         return orders
 
-    def apply(self, changed: Iterable[Row], removed: Iterable[str] = ()) -> None:
+    def apply(self, changed: Iterable[ReadView], removed: Iterable[str] = ()) -> None:
         """Put the changed rows in (new or replacing) and take the removed ones out.
 
         Only the refresher calls it. The lock is held per `APPLY_CHUNK` changes (each row
         moves in each order whose key it changed: tens of µs), so a request waits for one chunk
         at most; a large change is applied to a copy, outside the lock.
         """
-        changes: dict[str, Row | None] = {row.stream_id: row for row in changed}
+        changes: dict[str, ReadView | None] = {row.stream_id: row for row in changed}
         for stream_id in removed:
             changes[stream_id] = None
         changes = {k: v for k, v in changes.items() if self._rows.get(k) != v}
@@ -115,7 +115,7 @@ class StreamTable:
             with self._lock:
                 self._apply(items[start : start + APPLY_CHUNK])
 
-    def _apply(self, changes: list[tuple[str, Row | None]]) -> None:
+    def _apply(self, changes: list[tuple[str, ReadView | None]]) -> None:
         ids_changed = False
         for stream_id, row in changes:
             old = self._rows.pop(stream_id, None)
@@ -130,7 +130,7 @@ class StreamTable:
         if ids_changed:
             self._searches.clear()
 
-    def _rebuild(self, changes: dict[str, Row | None]) -> None:
+    def _rebuild(self, changes: dict[str, ReadView | None]) -> None:
         fresh = StreamTable.__new__(StreamTable)
         fresh._rows = dict(self._rows)
         for stream_id, row in changes.items():

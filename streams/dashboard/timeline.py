@@ -34,8 +34,8 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from streams.core import CommittedWindow
-from streams.dashboard.rows import error_json as _error
 from streams.dashboard.state import BypassLike, StreamLike
+from streams.readview import error_json as _error
 
 OUTCOMES = ("acked", "partial", "retrying", "held", "bypassed", "replayed", "open")
 MAX_CELLS = 60  # the strip's length: the most recent windows

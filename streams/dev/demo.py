@@ -35,7 +35,7 @@ from streams.humanize import format_duration, format_time
 from streams.kafka.admin import create_topics, wait_ready
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import send_all
-from streams.readmodel import ReadModel, StreamView
+from streams.readmodel import ReadModel, ReadView
 from streams.topics import Topics
 from streams.wire import encode_control, stream_key
 
@@ -202,7 +202,7 @@ class Demo:
             self.children.clear()
 
 
-def _row(view: StreamView, now: int) -> dict[str, str]:
+def _row(view: ReadView, now: int) -> dict[str, str]:
     lag = view.lag_ms(now)
     error = view.last_error
     return {
@@ -216,7 +216,7 @@ def _row(view: StreamView, now: int) -> dict[str, str]:
     }
 
 
-def lines(views: list[StreamView], now: int) -> list[str]:
+def lines(views: list[ReadView], now: int) -> list[str]:
     """One plain line per stream, for logs: `stream downstream=... lag=... state=...`."""
     out = []
     for view in sorted(views, key=lambda v: v.stream_id):
@@ -227,7 +227,7 @@ def lines(views: list[StreamView], now: int) -> list[str]:
     return out
 
 
-def render(views: list[StreamView], now: int) -> Table:
+def render(views: list[ReadView], now: int) -> Table:
     table = Table(title=f"Tidemark at {format_time(now)}  (Ctrl-C stops)")
     for column in ("stream", "downstream", "lag", "state", "attempt", "bypasses", "last error"):
         table.add_column(column)

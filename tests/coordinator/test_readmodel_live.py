@@ -16,7 +16,7 @@ import pytest
 
 from streams.coordinator.processor import partition_of
 from streams.kafka.settings import KafkaSettings
-from streams.readmodel import ReadModel, StreamView
+from streams.readmodel import ReadModel, ReadView
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder
 
@@ -50,7 +50,7 @@ def wait_until(
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; shown: {shown}")
 
 
-def shown(model: ReadModel, stream_id: str) -> StreamView:
+def shown(model: ReadModel, stream_id: str) -> ReadView:
     view = model.stream(stream_id)
     assert view is not None, f"{stream_id} is not shown"
     return view

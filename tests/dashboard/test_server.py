@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from streams.dashboard.server import DashboardServer, main, parse_args
+from streams.dashboard.cli import main, parse_args
+from streams.dashboard.server import DashboardServer
 from tests.dashboard.fakes import FakeBypass, FakeReadModel, FakeStream
 
 NOW = 1_800_000_000_000

@@ -10,18 +10,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.dashboard import table as table_module
-from streams.dashboard.rows import STATES, Row
 from streams.dashboard.table import SORT_FIELDS, StreamTable
+from streams.readview import STATES, ReadView
 
 NOW = 1_800_000_000_000
 RANK = {"retrying": 0, "catching up": 1, "paused": 2, "live": 3, "finished": 4}
 
 
-def row(stream_id: str, downstream_ms: int | None = NOW - 5_000, **fields: Any) -> Row:
-    """A live stream that falls behind 10 s after its downstream time, unless told otherwise."""
+def row(stream_id: str, downstream_ms: int | None = NOW - 5_000, **fields: Any) -> ReadView:
+    """A live stream that falls behind 10 s after its downstream time, unless told otherwise
+    (a `fixed_state` holds whatever the time)."""
+    fixed_state = fields.pop("fixed_state", None)
     values: dict[str, Any] = {
         "stream_id": stream_id,
-        "fixed_state": None,
+        "status": "live",
         "behind_after_ms": None if downstream_ms is None else downstream_ms + 10_000,
         "downstream_ms": downstream_ms,
         "last_commit_ms": None,
@@ -29,15 +31,14 @@ def row(stream_id: str, downstream_ms: int | None = NOW - 5_000, **fields: Any) 
         "attempt": 0,
         "last_error": None,
         "bypasses": 0,
-        "paused": False,
     }
     values.update(fields)
-    if values["behind_after_ms"] is None and values["fixed_state"] is None:
-        values["fixed_state"] = "live"
-    return Row(**values)
+    if fixed_state is not None:
+        values["status"], values["behind_after_ms"] = fixed_state, None
+    return ReadView(**values)
 
 
-def reference(rows: list[Row], now_ms: int, sort: str, descending: bool, q: str) -> list[str]:
+def reference(rows: list[ReadView], now_ms: int, sort: str, descending: bool, q: str) -> list[str]:
     """What the table must answer, by sorting every row the plain way."""
     rows = [r for r in rows if q in r.stream_id]
     if sort == "lag_ms":
@@ -47,7 +48,7 @@ def reference(rows: list[Row], now_ms: int, sort: str, descending: bool, q: str)
         return ids[::-1] if descending else ids
     if sort == "state":
 
-        def key(r: Row) -> tuple[Any, ...]:
+        def key(r: ReadView) -> tuple[Any, ...]:
             state = r.state(now_ms)
             group = (RANK.get(state, 5), state)
             if r.fixed_state is None:
@@ -175,8 +176,8 @@ rows_strategy = st.builds(
     walk=st.sampled_from([None, True, False]),  # a search's choice, or forced either way
 )
 def test_every_page_equals_a_plain_sort_of_every_row(
-    first: list[Row],
-    batches: list[tuple[list[Row], list[str]]],
+    first: list[ReadView],
+    batches: list[tuple[list[ReadView], list[str]]],
     now_offset: int,
     sort: str,
     descending: bool,
@@ -196,8 +197,8 @@ def test_every_page_equals_a_plain_sort_of_every_row(
 
 
 def check_a_page(
-    first: list[Row],
-    batches: list[tuple[list[Row], list[str]]],
+    first: list[ReadView],
+    batches: list[tuple[list[ReadView], list[str]]],
     now_offset: int,
     sort: str,
     descending: bool,
