@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: setup system-deps kafka kafka-stop lint test test-cluster test-kafka39 run chaos clean
 
 # The Kafka version of `make kafka`, `make test`, `make run` and `make chaos`: empty for the
-# default (4.3.2, streams/devbroker/versions.py), e.g. `make test KAFKA_VERSION=3.9.2`.
+# default (4.3.2, streams/dev/broker/versions.py), e.g. `make test KAFKA_VERSION=3.9.2`.
 KAFKA_VERSION ?= $(TIDEMARK_KAFKA_VERSION)
 export TIDEMARK_KAFKA_VERSION := $(KAFKA_VERSION)
 
@@ -26,10 +26,10 @@ system-deps:
 	bash scripts/install-browser.sh
 
 kafka: setup
-	$(PY) -m streams.devbroker start
+	$(PY) -m streams.dev.broker start
 
 kafka-stop: setup
-	$(PY) -m streams.devbroker stop
+	$(PY) -m streams.dev.broker stop
 
 lint: setup
 	$(VENV)/bin/ruff check streams tests bench examples
@@ -42,30 +42,30 @@ lint: setup
 # run on 2 cores. PYTEST_WORKERS=0 runs serially.
 PYTEST_WORKERS ?= 2
 test: lint system-deps
-	$(PY) -m streams.devbroker fetch
+	$(PY) -m streams.dev.broker fetch
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The three-node cluster tests (tests/kafka/test_cluster.py, test_cluster_eos.py) alone.
 test-cluster: lint
-	$(PY) -m streams.devbroker fetch
+	$(PY) -m streams.dev.broker fetch
 	$(VENV)/bin/pytest -m cluster $(PYTEST_ARGS)
 
 # The broker suites (`pytest -m broker`) on Kafka 3.9.2, the version that is not the default.
 test-kafka39: setup
-	TIDEMARK_KAFKA_VERSION=3.9.2 $(PY) -m streams.devbroker fetch
+	TIDEMARK_KAFKA_VERSION=3.9.2 $(PY) -m streams.dev.broker fetch
 	TIDEMARK_KAFKA_VERSION=3.9.2 $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m broker $(PYTEST_ARGS)
 
 run: setup
-	$(PY) -m streams.demo
+	$(PY) -m streams.dev.demo
 
 # The fault-injection run on a broker of its own (tests/chaos; docs/reliability.md).
 CHAOS_KILLS ?= 100
 CHAOS_ENGINE ?= confluent
 CHAOS_BROKERS ?= 1
 chaos: setup
-	$(PY) -m streams.devbroker fetch
+	$(PY) -m streams.dev.broker fetch
 	$(PY) -m tests.chaos --kills $(CHAOS_KILLS) --engine $(CHAOS_ENGINE) --brokers $(CHAOS_BROKERS)
 
 clean:
-	-$(PY) -m streams.devbroker stop 2>/dev/null
+	-$(PY) -m streams.dev.broker stop 2>/dev/null
 	rm -rf $(VENV) .kafka .data .run .mypy_cache .ruff_cache .pytest_cache .hypothesis test-output *.egg-info

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from streams.devbroker import ephemeral_broker  # noqa: E402
+from streams.dev.broker import ephemeral_broker  # noqa: E402
 from streams.kafka.settings import KafkaSettings  # noqa: E402
 from tests.support.coordinator import CoordinatorProcess  # noqa: E402
 
@@ -51,7 +51,7 @@ def broker_for_run(tmp: Path) -> Iterator[KafkaSettings]:
         yield KafkaSettings(bootstrap)
         return
     broker = ephemeral_broker(_broker_home(tmp), quick_start=False)  # the full JIT and G1
-    print("starting a local broker (streams.devbroker) for this run ...", flush=True)
+    print("starting a local broker (streams.dev.broker) for this run ...", flush=True)
     broker.start()
     try:
         yield KafkaSettings(broker.bootstrap_servers)

@@ -9,7 +9,7 @@ dispatch delay.
 PYTHONPATH), the bench itself from this one: a before/after of the engine with the same bench,
 e.g. `git archive <commit> streams | tar -x -C /tmp/base`, then `--root /tmp/base`.
 
-Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.devbroker) for the run.
+Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.dev.broker) for the run.
 Everything runs in one run on one broker, each phase printed as it finishes, a table at the end:
   1. baseline: a plain confluent-kafka consume -> produce loop over the same broker, with
      messages the size of results and tasks; the ceiling for any Kafka processor in Python here.
@@ -60,8 +60,9 @@ from common import (
 )
 from confluent_kafka import Producer
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 QUIX_VERSION = "3.28.1"  # the newest 3.x PyPI served on 2026-11-30 (`pip index versions`)
 QUIX_VENV = ROOT / ".bench" / "quix-venv"

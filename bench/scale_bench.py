@@ -3,7 +3,7 @@
     .venv/bin/python bench/scale_bench.py [--engine confluent|faust|both] [--streams 100000]
         [--probes 10] [--timeout 600] [--logs DIR] [--no-browser] [--no-page] [--skip-restarts]
 
-Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.devbroker) for the run.
+Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.dev.broker) for the run.
 
 The streams are registered in bulk, by producing upserts to `control` directly (murmur2
 partitioner, keyed by stream id): one-minute windows (step 15 s) starting now, with

@@ -11,7 +11,7 @@ six: co-partitioning, checked on every round), and the next round hits the other
 
 Under `classic` the session timeout is the client's (10 s, TIDEMARK_SESSION_TIMEOUT_MS);
 under `consumer` it is the broker's `group.consumer.session.timeout.ms` (10 s on the local
-broker, streams/devbroker/versions.py; 45 s is Kafka's default).
+broker, streams/dev/broker/versions.py; 45 s is Kafka's default).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import broker_for_run, coordinator, pct
 
-from streams.devbroker import KAFKA_VERSION
+from streams.dev.broker import KAFKA_VERSION
 from streams.kafka.settings import KafkaSettings
 from tests.support.coordinator import CoordinatorProcess
 

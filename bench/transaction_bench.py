@@ -27,8 +27,9 @@ from pathlib import Path
 from common import broker_for_run, pct
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 PARTITIONS = 6
 

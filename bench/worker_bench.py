@@ -3,7 +3,7 @@
     .venv/bin/python bench/worker_bench.py [--tasks 20000] [--latency-ms 20]
         [--concurrency 16] [--buffer 64] [--workers 1]
 
-Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.devbroker) for the run.
+Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.dev.broker) for the run.
 
 Pre-fills `tasks` (6 partitions) with `--tasks` tasks of 500 streams, every window already
 ended and its deadline an hour away, then starts `--workers` processes of `tidemark worker
@@ -33,8 +33,9 @@ from typing import Any
 from common import broker_for_run, consumer, now_ms
 from confluent_kafka import Producer
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 PARTITIONS = 6
 STREAMS = 500

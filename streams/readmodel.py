@@ -25,12 +25,12 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 
-from streams.coordinator.topics import Topics
 from streams.core.view import PublishedView
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import TopicReader, TopicRecord
 from streams.readview import BypassView, ReadView
+from streams.topics import Topics
 from streams.wire import Bypassed, decode_bypassed, decode_view
 
 TOPICS = ("streams", "bypassed")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.devbroker import LocalCluster
+from streams.dev.broker import LocalCluster
 from streams.kafka.settings import KafkaSettings
 from tests.support.broker import kafka_cluster
 from tests.support.cluster import local_cluster

@@ -27,12 +27,12 @@ from confluent_kafka import Producer
 from typer.testing import CliRunner, Result
 
 from streams.cli import app
-from streams.coordinator.topics import Topics
 from streams.core import StreamConfig, create_state
 from streams.core.view import view_of
-from streams.devbroker import free_port
+from streams.dev.broker import free_port
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import Topics
 from streams.wire import encode_view
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Responder, Tail

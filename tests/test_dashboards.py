@@ -19,10 +19,11 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from streams.cli import app as cli
-from streams.coordinator.gauges import ConsumerLagCollector, OutageCollector
-from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.settings import CoordinatorSettings
-from streams.devbroker.versions import DEFAULT_KAFKA_VERSION
+from streams.coordinator.telemetry.lag import ConsumerLagCollector
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
+from streams.coordinator.telemetry.outage import OutageCollector
+from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION
 from streams.worker.cli import build_parser as worker_parser
 from streams.worker.metrics import WorkerMetrics
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.demo import COORDINATOR_PORT, DASHBOARD_PORT, WORKER_PORTS
-from streams.devbroker import dev_broker
+from streams.dev.broker import dev_broker
+from streams.dev.demo import COORDINATOR_PORT, DASHBOARD_PORT, WORKER_PORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"^\S+ (demo-[\w-]+) downstream='([^']+)' .*bypasses='(\d+)'")
@@ -79,7 +79,7 @@ class _SlowBroker:
 
 
 def test_ctrl_c_while_the_broker_starts_stops_the_broker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams import demo
+    from streams.dev import demo
 
     broker = _SlowBroker()
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
@@ -107,7 +107,7 @@ class _InterruptedWait(subprocess.Popen[bytes]):
 def test_a_second_ctrl_c_while_stopping_leaves_no_child_behind(tmp_path: Path) -> None:
     import sys
 
-    from streams import demo
+    from streams.dev import demo
 
     run = demo.Demo(None)
     for name, popen in (("first", _InterruptedWait), ("second", subprocess.Popen)):
@@ -131,7 +131,7 @@ def test_a_second_ctrl_c_while_stopping_leaves_no_child_behind(tmp_path: Path) -
 _HUNG_UP = """
 import contextlib, subprocess, sys, time
 from pathlib import Path
-from streams import demo
+from streams.dev import demo
 
 class Started(demo.Demo):
     def run(self) -> int:

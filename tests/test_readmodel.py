@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from streams.coordinator.topics import Topics
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.readmodel import TOPICS, BypassView, ReadModel, ReadView
+from streams.topics import Topics
 
 T0 = 1_795_946_400_000  # 2026-11-29T10:00:00Z
 MIN = 60_000

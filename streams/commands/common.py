@@ -19,10 +19,10 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 
-from streams.coordinator.topics import Topics
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.settings import KafkaSettings
+from streams.topics import Topics
 
 DEFAULT_CONNECT_TIMEOUT_S = 6.0
 # A command reads the topics to their end for as long as each READ_TIMEOUT_S brings records

@@ -28,13 +28,13 @@ from streams.commands.common import (
     print_json,
 )
 from streams.commands.views import bypass_doc, error_text, print_bypasses, window_text
-from streams.coordinator.topics import Topics
 from streams.core import BypassRecord, Commit, Replay
 from streams.errors import InvalidInput, TidemarkError
 from streams.humanize import format_time, parse_time_ms
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import TopicReader, TopicRecord, send
 from streams.readmodel import BypassView, ReadModel
+from streams.topics import Topics
 from streams.wire import (
     Bypassed,
     RejectedMessage,

@@ -24,11 +24,11 @@ from typing import Any, TypeAlias
 
 import orjson
 
-from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
-from streams.coordinator.topics import Topics
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.core import BypassRecord, Commit, flush
+from streams.topics import Topics
 from streams.wire import bypassed_key, encode_commit
 
 # Flush a stream's commit at once when this many windows wait, whatever the interval says.

@@ -16,18 +16,18 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-import faust
-from faust.types import TP
+import faust  # noqa: TID251  (the Faust engine)
+from faust.types import TP  # noqa: TID251
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.coordinator.brokers import QUIET_MS, OutageLogFilter, say_waiting
 from streams.coordinator.catchup import CatchUp
-from streams.coordinator.gauges import consumer_lag_collector
-from streams.coordinator.health import guard
-from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.guard import guard
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics_waiting
+from streams.coordinator.telemetry.lag import consumer_lag_collector
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.errors import TidemarkError
 from streams.kafka.lag import backlog
 from streams.kafka.output import KafkaOutput

@@ -23,8 +23,7 @@ from typing import Any
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
 from streams.coordinator.crash_points import CrashHook
-from streams.coordinator.health import guard
-from streams.coordinator.metrics import CoordinatorMetrics
+from streams.coordinator.guard import guard
 from streams.coordinator.pacing import AbortStreak, CommitPacing
 from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.renewal import (
@@ -36,6 +35,7 @@ from streams.coordinator.renewal import (
 )
 from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
 from streams.coordinator.settings import CoordinatorSettings
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.watchdog import LoopWatchdog
 from streams.errors import TidemarkError
 from streams.kafka.changelog import ChangelogReader

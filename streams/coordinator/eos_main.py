@@ -7,7 +7,6 @@ import gc
 import logging
 
 from streams.coordinator.eos import GC_THRESHOLD, ConfluentEngine
-from streams.coordinator.gauges import consumer_lag_collector
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.signals import (
     block_stop_signals,
@@ -15,6 +14,7 @@ from streams.coordinator.signals import (
     stop_signal_within,
 )
 from streams.coordinator.startup import prepare_topics_waiting
+from streams.coordinator.telemetry.lag import consumer_lag_collector
 from streams.coordinator.web import HealthServer
 
 _LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING,

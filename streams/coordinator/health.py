@@ -6,6 +6,8 @@ Each coordinator counts, per partition it owns and per source, its failing and t
 open transaction, so the counts commit with the state they describe; with Faust through its
 output producer. Every coordinator reads that topic whole (streams.kafka.global_table) and
 `refresh` sums, per source, its own partitions' live counts with the other partitions' entries.
+The reader is an engine's (streams.coordinator.guard): this module, which the Processor uses,
+imports no Kafka client.
 An entry older than `stale_ms` (a partition whose owner died and that no one owns yet) no longer
 counts; a new owner replaces it once it has rebuilt the partition. `stale_ms` is on the wall
 clock of the publisher against the reader's: keep the hosts' clocks in step (NTP).
@@ -31,14 +33,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from streams.coordinator.settings import CoordinatorSettings
 from streams.core import OutagePolicy, SourceCounts, StreamState, in_outage, is_failing
 from streams.core.outage import held_in_flight_before, hold_started_ms
-from streams.kafka.global_table import GlobalTable
 from streams.wire import (
     HealthMessage,
     SourceCountsModel,
-    decode_health,
     encode_health,
     health_key,
 )
@@ -279,18 +278,3 @@ class SourceHealth:
             )
             out.append((health_key(p), encode_health(entry)))
         return out
-
-
-def guard(settings: CoordinatorSettings) -> tuple[SourceHealth, GlobalTable[HealthMessage]]:
-    """An engine's outage guard: its SourceHealth over the `health` topic read whole (start the
-    table, stop it when the engine stops)."""
-    table = GlobalTable(settings.kafka, settings.topics.health, decode_health)
-    health = SourceHealth(
-        settings.outage,
-        settings.instance,
-        table.snapshot,
-        settings.health_publish_ms,
-        settings.health_stale_ms,
-        table.caught_up,
-    )
-    return health, table

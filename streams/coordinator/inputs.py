@@ -15,13 +15,12 @@ from collections import Counter
 from streams.coordinator.announcer import Announcer, Message, send_all
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
-from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
-from streams.coordinator.topics import Topics
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
 from streams.core import (
     Decision,
@@ -36,6 +35,7 @@ from streams.core import (
 from streams.core.lifecycle import UNKNOWN_STREAM, ended_reason
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
+from streams.topics import Topics
 from streams.wire import decode_control, decode_result, encode_task, rejected_value
 
 log = logging.getLogger("streams.coordinator")

@@ -28,10 +28,10 @@ from streams.coordinator.announcer import Announcer, send_all
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
-from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
 from streams.core import advance, next_due_ms, release
 from streams.core.outage import hold_started_ms

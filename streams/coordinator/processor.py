@@ -22,20 +22,20 @@ from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS, Announcer, Message, send_all
-from streams.coordinator.gauges import OutageCollector
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
-from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ownership import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS, Ownership
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE, Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
-from streams.coordinator.topics import Topics
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
+from streams.coordinator.telemetry.outage import OutageCollector
 from streams.coordinator.views import Views
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
+from streams.topics import Topics
 
 __all__ = [
     "FLUSH_MAX_WINDOWS",

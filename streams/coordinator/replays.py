@@ -26,9 +26,8 @@ from collections.abc import Callable, Iterable
 
 import orjson
 
-from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ports import Emitter, StateStore
-from streams.coordinator.topics import Topics
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.core import (
     BypassRecord,
     Commit,
@@ -42,6 +41,7 @@ from streams.core import (
 from streams.core import replay as lane
 from streams.core.retention import expire_bypasses, oldest_bypass_ms
 from streams.errors import InvalidInput
+from streams.topics import Topics
 from streams.wire import bypassed_key, encode_bypassed, encode_commit, encode_task
 
 log = logging.getLogger("streams.coordinator")

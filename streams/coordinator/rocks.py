@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import (
+from rocksdict import (  # noqa: TID251  (the RocksDB store)
     BlockBasedOptions,
     Cache,
     Options,

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streams.coordinator.store_history import CLEANUP_DELAY_MS
-from streams.coordinator.topics import Topics
 from streams.core import OutagePolicy
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
+from streams.topics import Topics
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:

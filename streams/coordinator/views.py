@@ -22,8 +22,8 @@ from typing import Any
 
 from streams.coordinator.announcer import Message
 from streams.coordinator.record import Record
-from streams.coordinator.topics import Topics
 from streams.core.view import view_of
+from streams.topics import Topics
 from streams.wire import encode_view
 
 log = logging.getLogger("streams.coordinator")

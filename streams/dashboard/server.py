@@ -15,13 +15,13 @@ from http import HTTPStatus
 from typing import Any
 
 from streams.clock import now_ms
-from streams.coordinator.topics import Topics
 from streams.dashboard import timeline
 from streams.dashboard.httpd import DashboardHTTPServer
 from streams.dashboard.refresher import Refresher
 from streams.dashboard.state import ReadModelSource, Snapshot
 from streams.kafka.settings import KafkaSettings
 from streams.outages import HealthReader, SourceOutage
+from streams.topics import Topics
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080

@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -19,15 +19,7 @@ from confluent_kafka.cimpl import NewTopic
 from streams.errors import BrokerUnavailable
 from streams.kafka.errors import broker_errors, error_code
 from streams.kafka.settings import KafkaSettings
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    name: str
-    partitions: int
-    replication: int | None = None  # None: the cluster's (replication_for)
-    config: Mapping[str, str] = field(default_factory=dict)
-
+from streams.topics import TopicSpec
 
 # From this many brokers on, topics take the brokers' default.replication.factor.
 REPLICATED_FROM_BROKERS = 3

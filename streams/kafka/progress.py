@@ -34,9 +34,8 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicParti
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec  # not re-exported for type checkers
 
+from streams.kafka.member import Partition
 from streams.kafka.settings import KafkaSettings
-
-Partition = tuple[str, int]
 
 # How long a consumer may sit behind records it could read: well past a fetch's wait and a
 # rebalance, short enough that a stall is said within the minute it began.

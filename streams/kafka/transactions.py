@@ -143,7 +143,7 @@ class TransactionalClients:
                 **{
                     "transactional.id": transactional_id,
                     "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-                    # The changelog admits records of up to 8 MiB (streams.coordinator.topics).
+                    # The changelog admits records of up to 8 MiB (streams.topics).
                     "message.max.bytes": 8 * 1024 * 1024 + 65536,
                     "linger.ms": linger_ms,
                     # The engine sends a transaction's offsets before its outputs are flushed.

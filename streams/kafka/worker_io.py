@@ -22,18 +22,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from streams import clock
 from streams.kafka.errors import severity
+from streams.kafka.member import Delivered, Fetched, Partition, SourceListener
 from streams.kafka.progress import KafkaProgress
 from streams.kafka.reachability import BrokerWatch
 from streams.kafka.settings import KafkaSettings
-from streams.worker.config import WorkerConfig
-from streams.worker.offsets import Partition
-from streams.worker.ports import Delivered, Fetched, SourceListener
 
 log = logging.getLogger("streams.worker")
 # How often librdkafka reports the group member's state (for the stall check's "out of its
@@ -42,7 +40,27 @@ STATS_INTERVAL_MS = 5_000
 kafka_log = logging.getLogger("streams.worker.kafka")
 
 
-def consumer_config(settings: KafkaSettings, config: WorkerConfig, **extra: Any) -> dict[str, Any]:
+class WorkerGroup(Protocol):
+    """What the clients read of a worker's settings (streams.worker.config.WorkerConfig): named
+    here, so that this adapter, which the worker imports, does not import the worker."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def instance_id(self) -> str | None: ...
+
+    @property
+    def session_timeout_ms(self) -> int: ...
+
+    @property
+    def tasks_topic(self) -> str: ...
+
+    @property
+    def results_topic(self) -> str: ...
+
+
+def consumer_config(settings: KafkaSettings, config: WorkerGroup, **extra: Any) -> dict[str, Any]:
     """The task consumer's configuration, in the worker group."""
     group: dict[str, Any] = {
         "group.id": config.group,
@@ -83,7 +101,7 @@ class KafkaTaskSource:
     def __init__(
         self,
         settings: KafkaSettings,
-        config: WorkerConfig,
+        config: WorkerGroup,
         brokers: BrokerWatch | None = None,
         now_ms: Callable[[], int] = clock.now_ms,
     ) -> None:
@@ -279,7 +297,7 @@ class KafkaTaskSource:
 class KafkaResultSink:
     """``ResultSink`` over an idempotent producer to ``config.results_topic``."""
 
-    def __init__(self, settings: KafkaSettings, config: WorkerConfig) -> None:
+    def __init__(self, settings: KafkaSettings, config: WorkerGroup) -> None:
         self._settings = settings
         self._topic = config.results_topic
         self._producer: Producer | None = None

@@ -12,7 +12,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from streams.worker.offsets import OffsetTracker, Partition
+from streams.kafka.member import Partition
+from streams.worker.offsets import OffsetTracker
 from streams.worker.ports import TaskSource
 
 log = logging.getLogger("streams.worker")

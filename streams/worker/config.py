@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from streams.coordinator.topics import Topics
 from streams.errors import InvalidInput
+from streams.topics import Topics
 
 DEFAULT_TOPIC_PREFIX: Final = "tidemark"
 TOPIC_PREFIX_ENV: Final = "TIDEMARK_TOPIC_PREFIX"

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from streams.handler import Task
-from streams.worker.offsets import OffsetToken, Partition
+from streams.kafka.member import Partition
+from streams.worker.offsets import OffsetToken
 
 State = Literal["waiting", "ready", "running", "answered", "delivered", "dropped"]
 log = logging.getLogger("streams.worker")

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import TypeAlias
 
-Partition: TypeAlias = tuple[str, int]
-"""A topic and a partition number."""
+from streams.kafka.member import Partition  # a topic and a partition number
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 The runtime (``streams.worker.runtime``) owns the logic: which offsets may be committed, which
 tasks wait, expire, heartbeat or are nacked at shutdown. These ports are the I/O it drives from
 its one loop thread. ``streams.kafka.worker_io`` implements the source and the sink on
-confluent-kafka; ``tests/worker/fakes.py`` implements all three in memory.
+confluent-kafka; ``tests/worker/fakes.py`` implements all three in memory. What a source and a
+sink report (a fetched record, a rebalance, a delivery) is the Kafka group member's vocabulary,
+``streams.kafka.member``: plain types, which the adapter speaks without importing the worker.
 
 Callbacks run only inside a call the runtime makes: the source's listener inside ``poll`` (and
 ``commit``), a send's ``delivered`` inside the sink's ``poll`` or ``flush``, as librdkafka does.
@@ -12,38 +14,9 @@ Callbacks run only inside a call the runtime makes: the source's listener inside
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
-from streams.worker.offsets import Partition
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    """One record taken off ``tasks``: where it was and its raw value."""
-
-    partition: Partition
-    offset: int
-    value: bytes | None
-
-
-class SourceListener(Protocol):
-    """What a task source reports while the runtime polls it."""
-
-    def assigned(self, partitions: list[Partition]) -> None:
-        """These partitions are now the worker's: their records will come from ``poll``."""
-
-    def revoked(self, partitions: list[Partition]) -> None:
-        """These partitions leave in an orderly way: this is the last chance to commit them."""
-
-    def lost(self, partitions: list[Partition]) -> None:
-        """These partitions are already someone else's: committing them would fail."""
-
-    def commit_failed(self, partitions: list[Partition]) -> None:
-        """An asynchronous commit of these partitions failed; it should be made again."""
-
-    def fatal(self, reason: str) -> None:
-        """The source or the sink cannot go on; the worker must stop."""
+from streams.kafka.member import Delivered, Fetched, Partition, SourceListener
 
 
 class TaskSource(Protocol):
@@ -69,10 +42,6 @@ class TaskSource(Protocol):
 
     def close(self) -> None:
         """Leave the group."""
-
-
-Delivered = Callable[[str | None], None]
-"""Called once per send: with None when the broker confirmed it, else with why it failed."""
 
 
 class ResultSink(Protocol):

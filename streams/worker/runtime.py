@@ -41,14 +41,15 @@ from prometheus_client import CollectorRegistry
 from streams import clock
 from streams.errors import InvalidInput
 from streams.handler import SHUTDOWN, Handler, Nack, Outcome, Task
+from streams.kafka.member import Delivered, Fetched, Partition
 from streams.wire import decode_task, stream_key
 from streams.worker.commits import Committer
 from streams.worker.config import WorkerConfig
 from streams.worker.jobs import Job, JobBoard
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.offsets import OffsetToken, OffsetTracker, Partition
+from streams.worker.offsets import OffsetToken, OffsetTracker
 from streams.worker.pool import HandlerPool
-from streams.worker.ports import Delivered, Fetched, HandlerExecutor, ResultSink, TaskSource
+from streams.worker.ports import HandlerExecutor, ResultSink, TaskSource
 from streams.worker.results import checked_outcome, error_outcome, heartbeat_value, result_value
 
 log = logging.getLogger("streams.worker")

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from streams.devbroker import LocalCluster
+from streams.dev.broker import LocalCluster
 from tests.support.cluster import group_coordinator, transaction_coordinator
 
 from .exit_audit import Fault

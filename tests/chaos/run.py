@@ -25,8 +25,8 @@ from typing import Any
 from confluent_kafka import Producer
 
 from streams.coordinator.settings import default_instance
-from streams.coordinator.topics import Topics
-from streams.devbroker import LocalBroker, LocalCluster, ephemeral_broker
+from streams.dev.broker import LocalBroker, LocalCluster, ephemeral_broker
+from streams.topics import Topics
 from tests.support.coordinator import CoordinatorProcess
 
 from .auditor import Auditor, Incarnation, Replay, Seen, StreamPlan

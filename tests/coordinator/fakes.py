@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from streams.coordinator.processor import Processor, partition_of
-from streams.coordinator.topics import Topics
+from streams.topics import Topics
 
 T0 = 1_795_946_400_000  # 2026-11-29T10:00:00Z, the seed's clock
 PARTITIONS = 6

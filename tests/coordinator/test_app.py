@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from streams.devbroker import ephemeral_broker
+from streams.dev.broker import ephemeral_broker
 from streams.kafka.settings import KafkaSettings
 from tests.support.commits import check_exactly_once
 from tests.support.coordinator import CoordinatorProcess

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from streams.devbroker import ephemeral_broker
+from streams.dev.broker import ephemeral_broker
 from tests.coordinator.test_eos import BACKLOG, WINDOW, Run
 from tests.support.coordinator import CoordinatorProcess
 

@@ -21,8 +21,8 @@ from streams.coordinator.crash_points import CRASH_POINTS
 from streams.coordinator.processor import partition_of
 from streams.coordinator.record import Record
 from streams.coordinator.rocks import STREAMS, PartitionStore
-from streams.coordinator.topics import Topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import Topics
 from tests.coordinator.fakes import Driver
 from tests.support.commits import check_exactly_once
 from tests.support.coordinator import CoordinatorProcess

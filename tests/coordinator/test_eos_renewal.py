@@ -25,10 +25,10 @@ import pytest
 from streams.coordinator import eos
 from streams.coordinator.processor import partition_of
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.topics import Topics
 from streams.coordinator.watchdog import LoopWatchdog
 from streams.kafka import transactions
 from streams.kafka.transactions import TransactionAborted, TransactionFatal
+from streams.topics import Topics
 
 PARTITIONS = 2
 Partitions = Callable[[list[tuple[str, int]]], None]

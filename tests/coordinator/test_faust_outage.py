@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from streams.devbroker import ephemeral_broker, free_port
+from streams.dev.broker import ephemeral_broker, free_port
 from tests.support.commits import check_chain
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Tail

@@ -22,12 +22,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.coordinator.gauges import PROGRESS_BUCKETS, ConsumerLagCollector, consumer_groups
-from streams.coordinator.metrics import CoordinatorMetrics
-from streams.coordinator.topics import Topics
+from streams.coordinator.telemetry.lag import ConsumerLagCollector, consumer_groups
+from streams.coordinator.telemetry.metrics import CoordinatorMetrics
+from streams.coordinator.telemetry.progress import PROGRESS_BUCKETS
 from streams.errors import BrokerUnavailable
 from streams.kafka.lag import LagRow
 from streams.kafka.settings import KafkaSettings
+from streams.topics import Topics
 from streams.worker.metrics import WorkerMetrics
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder, Tail

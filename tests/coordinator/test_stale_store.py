@@ -19,9 +19,9 @@ from confluent_kafka.admin import AdminClient
 
 from streams.coordinator.processor import partition_of
 from streams.coordinator.rocks import STREAMS, PartitionStore
-from streams.coordinator.topics import Topics
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import Topics
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder, Tail
 

@@ -14,8 +14,8 @@ import pytest
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.signals import block_stop_signals, stop_signal_within
 from streams.coordinator.startup import START_RETRY_MAX_S, prepare_topics_waiting
-from streams.coordinator.topics import Topics
 from streams.errors import BrokerUnavailable
+from streams.topics import Topics
 
 
 def _settings(tmp_path: Path) -> CoordinatorSettings:

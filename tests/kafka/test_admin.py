@@ -9,8 +9,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from streams.errors import BrokerUnavailable
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 SETTINGS = KafkaSettings("127.0.0.1:9")
 

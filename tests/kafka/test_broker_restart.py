@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.devbroker import LocalBroker
+from streams.dev.broker import LocalBroker
 
 pytestmark = pytest.mark.broker
 

@@ -10,9 +10,10 @@ import pytest
 from confluent_kafka import Producer
 
 from streams.errors import BrokerUnavailable
-from streams.kafka.admin import TopicSpec, admin_client, create_topics
+from streams.kafka.admin import admin_client, create_topics
 from streams.kafka.changelog import ChangelogReader
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 pytestmark = pytest.mark.broker
 

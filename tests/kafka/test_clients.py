@@ -8,8 +8,9 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 from confluent_kafka import Consumer, Producer
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 pytestmark = pytest.mark.broker
 

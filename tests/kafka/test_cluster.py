@@ -13,12 +13,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics
-from streams.coordinator.topics import Topics
-from streams.devbroker import LocalCluster
+from streams.dev.broker import LocalCluster
 from streams.errors import BrokerUnavailable
-from streams.kafka.admin import TopicSpec, create_topics, replication_defaults, topic_config
+from streams.kafka.admin import create_topics, replication_defaults, topic_config
 from streams.kafka.lag import LagReader, LagRow
 from streams.pipelines.synthetic import SyntheticPipeline
+from streams.topics import Topics, TopicSpec
 from streams.worker.config import WorkerConfig
 from streams.worker.runner import kafka_runtime
 from tests.worker.kafka_helpers import PARTITIONS, ResultReader, for_task, make_task, send

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from streams.coordinator.settings import default_instance
-from streams.coordinator.topics import Topics
-from streams.devbroker import LocalCluster
+from streams.dev.broker import LocalCluster
+from streams.topics import Topics
 from tests.chaos.processes import Worker
 from tests.support.cluster import transaction_coordinator
 from tests.support.commits import check_exactly_once

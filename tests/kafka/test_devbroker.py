@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from streams.devbroker import LocalBroker, free_port, new_cluster_id
-from streams.devbroker.jars import (
+from streams.dev.broker import LocalBroker, free_port, new_cluster_id
+from streams.dev.broker.jars import (
     ROOT,
     fetch_jars,
     jars_dir_for,
     kafka_version,
     marked_version,
 )
-from streams.devbroker.versions import DEFAULT_KAFKA_VERSION, KAFKA4, KAFKA39
+from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION, KAFKA4, KAFKA39
 from streams.errors import BrokerUnavailable
 
 

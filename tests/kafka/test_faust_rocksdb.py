@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 pytestmark = pytest.mark.broker
 APP = Path(__file__).parents[1] / "apps" / "faust_counter.py"

@@ -9,10 +9,11 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Producer
 
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.global_table import GlobalTable
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.transactions import TransactionalClients
+from streams.topics import TopicSpec
 from streams.wire import HealthMessage, SourceCountsModel, decode_health, encode_health, health_key
 
 pytestmark = pytest.mark.broker

@@ -15,11 +15,12 @@ from collections.abc import Callable
 
 import pytest
 
-from streams.devbroker import KAFKA_VERSION
-from streams.devbroker.versions import major
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.dev.broker import KAFKA_VERSION
+from streams.dev.broker.versions import major
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.transactions import TransactionalClients
+from streams.topics import TopicSpec
 
 pytestmark = pytest.mark.broker
 

@@ -9,11 +9,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import ConsumerGroupListing, ListConsumerGroupsResult
 
-from streams.devbroker import free_port
+from streams.dev.broker import free_port
 from streams.errors import BrokerUnavailable
-from streams.kafka.admin import TopicSpec, admin_client, create_topics
+from streams.kafka.admin import admin_client, create_topics
 from streams.kafka.lag import LagReader, LagRow, consumer_lag
 from streams.kafka.settings import KafkaSettings
+from streams.topics import TopicSpec
 
 pytestmark = pytest.mark.broker
 

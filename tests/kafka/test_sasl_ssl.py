@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from streams.devbroker import LocalBroker, SaslSsl, free_port
+from streams.dev.broker import LocalBroker, SaslSsl, free_port
 from tests.support.broker import sasl_ssl_broker
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Tail

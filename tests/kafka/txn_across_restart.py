@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 
 from streams.coordinator.pacing import AbortStreak
-from streams.devbroker import ephemeral_broker
+from streams.dev.broker import ephemeral_broker
 from streams.errors import TidemarkError
 from streams.kafka import settings as kafka_settings
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.kafka.admin import create_topics
 from streams.kafka.transactions import TransactionAborted, TransactionalClients
+from streams.topics import TopicSpec
 
 TRANSACTIONS_PER_ROUND = 3
 # After this long of aborts the clients are made anew, as the engine renews them (by the

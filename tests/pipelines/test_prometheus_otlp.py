@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from prometheus_client import REGISTRY
 
-from streams.devbroker import free_port
+from streams.dev.broker import free_port
 from streams.errors import InvalidInput
 from streams.pipelines.prometheus_otlp import (
     MetricSpec,

@@ -1,7 +1,7 @@
 """The test session's Kafka cluster: an external one, a testcontainers one, or a local JVM broker.
 
 Order of choice: KAFKA_BOOTSTRAP_SERVERS set -> that cluster; else a running Docker daemon ->
-a testcontainers Kafka of KAFKA_VERSION; else the local JVM broker from streams.devbroker on
+a testcontainers Kafka of KAFKA_VERSION; else the local JVM broker from streams.dev.broker on
 free ports.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from streams.devbroker import (
+from streams.dev.broker import (
     KAFKA_VERSION,
     LocalBroker,
     SaslSsl,

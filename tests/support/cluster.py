@@ -1,4 +1,4 @@
-"""A local three-node KRaft cluster for the tests of broker faults (streams.devbroker.cluster).
+"""A local three-node KRaft cluster for the tests of broker faults (streams.dev.broker.cluster).
 
 Only a module that asks for the `kafka_cluster3` fixture starts one: three JVMs take about
 1.5 GB and half a minute, so no other test pays for them.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from streams.devbroker import LocalCluster, ephemeral_cluster
+from streams.dev.broker import LocalCluster, ephemeral_cluster
 
 
 @contextmanager

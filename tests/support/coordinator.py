@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from streams.devbroker import free_port
+from streams.dev.broker import free_port
 from streams.kafka.settings import KafkaSettings
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from streams.devbroker import free_port
+from streams.dev.broker import free_port
 
 INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install-system-deps.sh"
 

@@ -18,10 +18,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from streams.handler import Handler, Task
+from streams.kafka.member import Delivered, Fetched, Partition, SourceListener
 from streams.wire import encode_task
 from streams.worker.config import WorkerConfig
-from streams.worker.offsets import Partition
-from streams.worker.ports import Delivered, Fetched, SourceListener
 from streams.worker.runtime import WorkerRuntime
 
 TASKS = "tidemark.tasks"

@@ -8,7 +8,7 @@ import urllib.request
 from prometheus_client import CollectorRegistry, Counter
 
 from streams import clock
-from streams.devbroker import free_port
+from streams.dev.broker import free_port
 from streams.kafka.reachability import BrokerWatch
 from streams.worker.runner import _metrics_server
 

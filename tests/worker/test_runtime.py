@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streams.devbroker import free_port
-from streams.kafka.admin import TopicSpec, create_topics
+from streams.dev.broker import free_port
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines.synthetic import SyntheticPipeline
+from streams.topics import TopicSpec
 from streams.worker.api import HANDLER_ERROR, SHUTDOWN, Handler, Task
 from streams.worker.config import WorkerConfig
 from streams.worker.runner import kafka_runtime

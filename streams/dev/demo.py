@@ -28,15 +28,15 @@ from rich.live import Live
 from rich.table import Table
 
 from streams.clock import now_ms
-from streams.coordinator.topics import Topics
 from streams.core import Delete, StreamConfig, Upsert, config_from_dict
-from streams.devbroker import KAFKA_VERSION, ROOT, dev_broker
+from streams.dev.broker import KAFKA_VERSION, ROOT, dev_broker
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
 from streams.kafka.admin import create_topics, wait_ready
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import send_all
 from streams.readmodel import ReadModel, ReadView
+from streams.topics import Topics
 from streams.wire import encode_control, stream_key
 
 RUN_DIR = ROOT / ".run" / "demo"

@@ -52,7 +52,7 @@ logger.raft.name=kafka.server.KafkaRaftServer
 logger.raft.level=info
 """
 
-# Broker properties Kafka 4 needs on top of the common ones (streams/devbroker/node.py). None
+# Broker properties Kafka 4 needs on top of the common ones (streams/dev/broker/node.py). None
 # of the common ones was removed in 4.0 (no `log.message.format.version`, no ZooKeeper key).
 # The group protocols are not listed: `group.coordinator.rebalance.protocols` is deprecated
 # (4.3.2 warns that 5.0 removes it); `classic` is always on and KIP-848's `consumer` comes with the

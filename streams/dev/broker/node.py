@@ -1,7 +1,7 @@
 """One KRaft node (broker and controller in one JVM) from the Maven jars, run with `java`.
 
 Alone it is the development broker and the test session's broker; several of them, sharing one
-`controller.quorum.voters` list, make a cluster (streams.devbroker.cluster).
+`controller.quorum.voters` list, make a cluster (streams.dev.broker.cluster).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streams.devbroker.jars import (
+from streams.dev.broker.jars import (
     JARS_DIR,
     KAFKA_VERSION,
     ROOT,
@@ -25,9 +25,9 @@ from streams.devbroker.jars import (
     java,
     marked_version,
 )
-from streams.devbroker.ports import free_port, port_taken
-from streams.devbroker.tls import SaslSsl
-from streams.devbroker.versions import extra_properties, format_features, log_config
+from streams.dev.broker.ports import free_port, port_taken
+from streams.dev.broker.tls import SaslSsl
+from streams.dev.broker.versions import extra_properties, format_features, log_config
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import wait_ready
 from streams.kafka.settings import KafkaSettings

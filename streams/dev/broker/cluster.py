@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from streams.devbroker.jars import JARS_DIR, fetch_jars
-from streams.devbroker.node import LocalBroker, new_cluster_id
-from streams.devbroker.ports import free_port
+from streams.dev.broker.jars import JARS_DIR, fetch_jars
+from streams.dev.broker.node import LocalBroker, new_cluster_id
+from streams.dev.broker.ports import free_port
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import ClusterState, cluster_state
 from streams.kafka.settings import KafkaSettings

@@ -1,11 +1,11 @@
 """The development broker on 127.0.0.1:9092 (`make kafka`, `make kafka-stop`).
 
-python -m streams.devbroker fetch [VERSION ...]  # download the jars once (Maven, .kafka/jars-V)
-python -m streams.devbroker start    # start the dev broker in the background, wait until ready
-python -m streams.devbroker stop     # stop it; no process is left behind
-python -m streams.devbroker status
+python -m streams.dev.broker fetch [VERSION ...]  # download the jars once (Maven, .kafka/jars-V)
+python -m streams.dev.broker start    # start the dev broker in the background, wait until ready
+python -m streams.dev.broker stop     # stop it; no process is left behind
+python -m streams.dev.broker status
 
-The version is TIDEMARK_KAFKA_VERSION, else the default (streams/devbroker/versions.py); `fetch`
+The version is TIDEMARK_KAFKA_VERSION, else the default (streams/dev/broker/versions.py); `fetch`
 fetches the versions it is given, else that one.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from streams.devbroker.jars import KAFKA_VERSION, fetch_jars, jars_dir_for
-from streams.devbroker.node import dev_broker
+from streams.dev.broker.jars import KAFKA_VERSION, fetch_jars, jars_dir_for
+from streams.dev.broker.node import dev_broker
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import wait_ready
 from streams.kafka.settings import KafkaSettings

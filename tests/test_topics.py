@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.topics import Topics
 from streams.errors import InvalidInput
 from streams.kafka.admin import replication_for
+from streams.topics import Topics
 
 
 def test_specs_name_every_topic_with_its_partitions_and_policy() -> None:

@@ -1,11 +1,13 @@
-"""Topic names and specs: `{prefix}.control`, `{prefix}.results`, ... and the internal ones."""
+"""Topic names and specs: `{prefix}.control`, `{prefix}.results`, ... and the internal ones.
+
+Read by every part (the coordinator, the worker, the read model, the dashboard and the CLI), so
+it imports no client: `streams.kafka.admin.create_topics` turns the specs into topics.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-
-from streams.kafka.admin import TopicSpec
+from dataclasses import dataclass, field
 
 COMPACTED = {"cleanup.policy": "compact"}
 # `control` is input only: every reader takes configs from the compacted `streams` views, so
@@ -13,6 +15,14 @@ COMPACTED = {"cleanup.policy": "compact"}
 CONTROL_RETENTION_MS = 7 * 86_400_000
 CONTROL_RETENTION = {"retention.ms": str(CONTROL_RETENTION_MS)}
 MAX_STATE_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication: int | None = None  # None: the cluster's (streams.kafka.admin.replication_for)
+    config: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

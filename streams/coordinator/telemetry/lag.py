@@ -1,148 +1,24 @@
-"""The coordinator's gauges, computed when Prometheus scrapes: progress lag and windows in
-flight (from CoordinatorMetrics' in-memory maps), the outage guard's last decision, and the
-consumer lag that a background thread reads from the cluster. The metrics and their meaning are
-listed in streams.coordinator.metrics.
-"""
+"""The consumer lag of the coordinators' and the workers' groups, read from the cluster by a
+background thread (streams.kafka.lag) and served at scrape time. The engines register it; the
+Processor never loads it, nor the Kafka clients it needs."""
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
-from operator import itemgetter
-from typing import TYPE_CHECKING
 
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 
-from streams.coordinator.health import Outage
-from streams.coordinator.topics import Topics
 from streams.kafka.lag import LagReader, LagRow
 from streams.kafka.settings import KafkaSettings
-
-if TYPE_CHECKING:
-    from streams.coordinator.metrics import CoordinatorMetrics
+from streams.topics import Topics
 
 log = logging.getLogger("streams.coordinator")
 
-PROGRESS_BUCKETS = (
-    *(15, 30, 60, 120, 300, 600, 1800, 3600),
-    *(4 * 3600, 12 * 3600, 86400, 7 * 86400, 30 * 86400),
-)
 # Consumer lag is read from the cluster at most this often, in a thread of its own.
 LAG_REFRESH_S = 5.0
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class ProgressCollector:
-    """Computes progress lag and windows in flight at scrape time: O(streams), no table reads."""
-
-    def __init__(
-        self,
-        metrics: CoordinatorMetrics,
-        top_laggards: int,
-        behind_threshold_s: float,
-        clock_ms: Callable[[], int],
-    ) -> None:
-        self._metrics = metrics
-        self._top = top_laggards
-        self._threshold_s = behind_threshold_s
-        self._clock_ms = clock_ms
-
-    def describe(self) -> Iterable[Metric]:
-        return list(self._families())
-
-    def collect(self) -> Iterable[Metric]:
-        now_ms = self._clock_ms()
-        streams = self._metrics.downstreams()
-        # Sorted marks answer every "how many lag more than x" with one bisect; a mark after
-        # now is no lag at all.
-        marks = sorted(map(itemgetter(1), streams))
-        lagging = bisect_right(marks, now_ms)
-        total_s = (now_ms * lagging - sum(marks[:lagging])) / 1000
-        buckets = [
-            (bucket_label(bound), float(len(marks) - bisect_left(marks, now_ms - bound * 1000)))
-            for bound in PROGRESS_BUCKETS
-        ]
-        buckets.append(("+Inf", float(len(marks))))
-        behind = bisect_left(marks, now_ms - self._threshold_s * 1000)
-        in_flight, histogram, top, streams_behind = self._families()
-        in_flight.add_metric([], self._metrics.windows_in_flight)
-        histogram.add_metric([], buckets, total_s)
-        # The top laggards are the smallest marks (heapq.nlargest of the lag, in C).
-        for stream_id, ms in heapq.nsmallest(self._top, streams, key=itemgetter(1)):
-            top.add_metric([stream_id], max(0, now_ms - ms) / 1000)
-        streams_behind.add_metric([f"{self._threshold_s:g}"], behind)
-        return [in_flight, histogram, top, streams_behind]
-
-    def _families(
-        self,
-    ) -> tuple[GaugeMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
-        return (
-            GaugeMetricFamily(
-                "tidemark_windows_in_flight", "Windows dispatched and awaiting a result."
-            ),
-            GaugeHistogramMetricFamily(
-                "tidemark_progress_lag_seconds",
-                "now - downstream_ms over the owned streams (a snapshot at scrape time).",
-            ),
-            GaugeMetricFamily(
-                "tidemark_progress_lag_top_seconds",
-                f"Progress lag of the {self._top} owned streams furthest behind.",
-                labels=["stream_id"],
-            ),
-            GaugeMetricFamily(
-                "tidemark_streams_behind",
-                "Owned streams whose progress lag exceeds the threshold (seconds).",
-                labels=["threshold"],
-            ),
-        )
-
-
-def bucket_label(bound: float) -> str:
-    """A bucket bound as prometheus_client's own histograms write it ("15.0", "+Inf")."""
-    return "+Inf" if bound == float("inf") else repr(float(bound))
-
-
-class OutageCollector:
-    """The outage guard's gauges, from its last decision (streams.coordinator.health)."""
-
-    def __init__(
-        self, outages: Callable[[], list[Outage]], clock_ms: Callable[[], int] = wall_clock_ms
-    ) -> None:
-        self._outages = outages
-        self._clock_ms = clock_ms
-
-    def describe(self) -> Iterable[Metric]:
-        return self.collect()
-
-    def collect(self) -> Iterable[Metric]:
-        outages, now_ms = self._outages(), self._clock_ms()
-        count = GaugeMetricFamily("tidemark_sources_in_outage", "Sources in outage.")
-        count.add_metric([], len(outages))
-        families: list[Metric] = [count]
-        rows = [
-            (o.source, (o.failing, o.total, o.held, max(0, now_ms - o.since_ms) / 1000))
-            for o in outages
-        ]
-        for i, (name, documentation) in enumerate(
-            (
-                ("tidemark_outage_failing_streams", "Failing streams of a source in outage."),
-                ("tidemark_outage_streams", "All streams of a source in outage."),
-                ("tidemark_streams_held", "This coordinator's streams with a held bypass."),
-                ("tidemark_outage_hold_seconds", "How long a source's bypasses are held."),
-            )
-        ):
-            family = GaugeMetricFamily(name, documentation, labels=["source"])
-            for source, values in rows:
-                family.add_metric([source], values[i])
-            families.append(family)
-        return families
 
 
 class ConsumerLagCollector:

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streams.devbroker.jars import java
+from streams.dev.broker.jars import java
 from streams.errors import BrokerUnavailable
 
 # Values written unquoted into server.properties, a JAAS line and the storage tool's

@@ -2,7 +2,7 @@
 
 Which version: TIDEMARK_KAFKA_VERSION, else the version already in TIDEMARK_KAFKA_JARS (a
 folder fetched before, e.g. by an older checkout, keeps what it holds), else the default,
-4.3.2 (streams/devbroker/versions.py says why). Where: TIDEMARK_KAFKA_JARS when it holds that
+4.3.2 (streams/dev/broker/versions.py says why). Where: TIDEMARK_KAFKA_JARS when it holds that
 version or nothing yet, else .kafka/jars-<version>, so two versions sit side by side and a test
 session can run both (the Faust engine's tests run on 3.9.2).
 """
@@ -15,10 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streams.devbroker.versions import DEFAULT_KAFKA_VERSION, maven_profile
+from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION, maven_profile
 from streams.errors import BrokerUnavailable
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 POM = ROOT / "kafka" / "pom.xml"
 _MARKER_PREFIX = ".complete-"
 

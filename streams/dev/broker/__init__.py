@@ -1,7 +1,7 @@
 """A real Apache Kafka (KRaft, 4.3.2 or 3.9.2) from Maven Central jars, run with `java`.
 
 One launcher, four uses: `make kafka` / `make kafka-stop` (a development broker on
-127.0.0.1:9092, `python -m streams.devbroker`), the pytest session fixture (an ephemeral broker
+127.0.0.1:9092, `python -m streams.dev.broker`), the pytest session fixture (an ephemeral broker
 on free ports), `make run`, and a local N-node cluster for tests of broker faults
 (`LocalCluster`: nodes stopped, killed, paused and restarted one by one).
 
@@ -15,9 +15,9 @@ on free ports), `make run`, and a local N-node cluster for tests of broker fault
 
 from __future__ import annotations
 
-from streams.devbroker.cluster import LocalCluster, ephemeral_cluster
-from streams.devbroker.jars import JARS_DIR, KAFKA_VERSION, POM, ROOT, fetch_jars
-from streams.devbroker.node import (
+from streams.dev.broker.cluster import LocalCluster, ephemeral_cluster
+from streams.dev.broker.jars import JARS_DIR, KAFKA_VERSION, POM, ROOT, fetch_jars
+from streams.dev.broker.node import (
     DEV_CONTROLLER_PORT,
     DEV_HOME,
     DEV_PORT,
@@ -26,8 +26,8 @@ from streams.devbroker.node import (
     ephemeral_broker,
     new_cluster_id,
 )
-from streams.devbroker.ports import free_port
-from streams.devbroker.tls import Certificates, SaslSsl, make_certificates
+from streams.dev.broker.ports import free_port
+from streams.dev.broker.tls import Certificates, SaslSsl, make_certificates
 
 __all__ = [
     "DEV_CONTROLLER_PORT",

@@ -17,14 +17,16 @@ reads the table. Counters and histograms:
   first attempt, the retry time for a retry);
 - ``tidemark_ack_to_commit_seconds``: from handling an ack to sending the commit announcing it.
 
-Computed at scrape time, over the streams of the partitions this coordinator owns:
+Computed at scrape time, over the streams of the partitions this coordinator owns
+(``ProgressCollector``, streams.coordinator.telemetry.progress):
 
 - ``tidemark_windows_in_flight``: windows dispatched and awaiting a result;
 - ``tidemark_progress_lag_seconds``: a gauge histogram of ``now - downstream_ms``;
 - ``tidemark_progress_lag_top_seconds{stream_id}``: the N streams that lag most (bounded labels);
 - ``tidemark_streams_behind{threshold}``: how many streams lag more than the threshold (seconds).
 
-The outage guard, as this coordinator decided at its last refresh (``OutageCollector``):
+The outage guard, as this coordinator decided at its last refresh (``OutageCollector``,
+streams.coordinator.telemetry.outage, registered by the Processor when it has a guard):
 
 - ``tidemark_sources_in_outage``; per source in outage, ``tidemark_outage_failing_streams`` and
   ``tidemark_outage_streams`` (over every coordinator), ``tidemark_streams_held`` (this
@@ -37,7 +39,8 @@ The confluent engine's clients (``RenewalCollector``, streams.coordinator.renewa
   them fail (``abort_failed``, ``fenced``, ``fatal``, ``stuck_call``, ``stalled_consumer``,
   ``abort_streak``, ``error``).
 
-Read from the cluster every few seconds by a background thread (``ConsumerLagCollector``):
+Read from the cluster every few seconds by a background thread (``ConsumerLagCollector``,
+streams.coordinator.telemetry.lag, registered by the engines):
 
 - ``tidemark_consumer_lag{group,topic,partition}``: high watermark - committed offset, for the
   coordinators' group and the workers' groups (``streams.kafka.lag``).
@@ -59,7 +62,8 @@ from prometheus_client.core import (
     Metric,
 )
 
-from streams.coordinator.gauges import ProgressCollector, bucket_label, wall_clock_ms
+from streams.clock import now_ms
+from streams.coordinator.telemetry.progress import ProgressCollector, bucket_label
 from streams.core import Commit, Decision, Result, StreamState
 
 log = logging.getLogger("streams.coordinator")
@@ -116,7 +120,7 @@ class CoordinatorMetrics:
         registry: CollectorRegistry | None = None,
         top_laggards: int = TOP_LAGGARDS,
         behind_threshold_s: float = BEHIND_THRESHOLD_S,
-        clock_ms: Callable[[], int] = wall_clock_ms,
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self.registry = CollectorRegistry() if registry is None else registry
         self.results: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
