@@ -16,7 +16,8 @@ has a module of its own, named for it (`streams.wire.control`, ...; the `streams
 | health   | `health_key(partition)`          | `encode_health`   | `decode_health(key, raw)`   |
 
 `base` holds what they share (bounded field types, `stream_key`, errors as InvalidInput) and
-`config` a stream's config as upserts and views carry it. A decoder raises InvalidInput naming the field; the coordinator sends an
+`config` a stream's config as upserts and views carry it (its defaults and bounds read from
+streams.core.config). A decoder raises InvalidInput naming the field; the coordinator sends an
 invalid input to `rejected`, the read model ignores it. The core's value types are what the codec
 reads into and writes from (their `to_wire` renders the output dicts; tasks and commits, msgspec
 Structs, are encoded straight from their fields in the same shape). `python -m streams.wire`
