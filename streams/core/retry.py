@@ -104,3 +104,13 @@ def retry_delay_ms(policy: RetryPolicy, stream_id: str, start_ms: int, attempt: 
         delay -= int(delay * policy.jitter * jitter_fraction(stream_id, start_ms, attempt))
     return delay
 
+
+# A stream whose time-driven work raised (a fault of its record or of the store, not of its
+# inputs) is tried again after this long: soon enough that a passing fault costs seconds, far
+# enough apart that a lasting one does not spin the loop or flood the log.
+RETRY_AFTER_ERROR_MS = 5000
+
+
+def retry_after_error_ms(now_ms: int) -> int:
+    """When a stream whose time-driven work raised at `now_ms` is tried again."""
+    return now_ms + RETRY_AFTER_ERROR_MS
