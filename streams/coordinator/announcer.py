@@ -28,11 +28,10 @@ from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.core import BypassRecord, Commit, flush
+from streams.core.announce import FLUSH_MAX_WINDOWS as FLUSH_MAX_WINDOWS  # re-exported
+from streams.core.announce import announce_at_ms, announce_full
 from streams.topics import Topics
 from streams.wire import bypassed_key, encode_commit
-
-# Flush a stream's commit at once when this many windows wait, whatever the interval says.
-FLUSH_MAX_WINDOWS = 256
 
 Callback: TypeAlias = Callable[[], None] | None
 # (topic, key, value, on_delivered, on_failed): an output built, not sent yet.
@@ -140,18 +139,16 @@ class Announcer:
         if not state.unannounced:
             return None
         stream_id = state.config.stream_id
-        full = len(state.unannounced) >= FLUSH_MAX_WINDOWS
         if self.transactional:
-            if not full:
+            if not announce_full(len(state.unannounced)):
                 self._unflushed[stream_id] = None
                 return None
             self._unflushed.pop(stream_id, None)
         else:
             last = self._last_flush.get(stream_id)
-            # A backward step of the wall clock (now_ms < last) flushes: it must not withhold
-            # commits for as long as the step.
-            if last is not None and 0 <= now_ms - last < self.flush_ms and not full:
-                return last + self.flush_ms
+            at_ms = announce_at_ms(len(state.unannounced), now_ms, last, self.flush_ms)
+            if at_ms != now_ms:
+                return at_ms
             self._last_flush[stream_id] = now_ms
         self.flush(record, now_ms, out)
         return None

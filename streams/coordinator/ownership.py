@@ -33,8 +33,11 @@ from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
-from streams.core import advance, next_due_ms, release
+from streams.core import advance, release
 from streams.core.outage import hold_started_ms
+from streams.core.retry import RETRY_AFTER_ERROR_MS as RETRY_AFTER_ERROR_MS  # re-exported
+from streams.core.retry import retry_after_error_ms
+from streams.core.takeover import grace_ends_ms, grace_hold, grace_over
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 
@@ -42,8 +45,6 @@ log = logging.getLogger("streams.coordinator")
 
 # A tick that has not come back after this long is considered lost and sent again.
 TICK_RESEND_MS = 5000
-# A stream whose time-driven work raised is tried again after this long.
-RETRY_AFTER_ERROR_MS = 5000
 # Streams indexed between two yields of an incremental rebuild (`Ownership.building`): at
 # about 60 µs each, some 0.1 s of the event loop.
 BUILD_SLICE = 2000
@@ -99,8 +100,9 @@ class Ownership:
                 self.assigned.add(p)
                 self.unbuilt.add(p)
                 self._tick_sent.pop(p, None)
-                if self._catch_up_max_ms is not None:
-                    self._catching_up[p] = self._monotonic_ms() + self._catch_up_max_ms
+                ends_ms = grace_ends_ms(self._monotonic_ms(), self._catch_up_max_ms)
+                if ends_ms is not None:
+                    self._catching_up[p] = ends_ms
         if self.health is not None:  # it knows its sources again once these are rebuilt
             self.health.expect(self.unbuilt)
 
@@ -149,7 +151,7 @@ class Ownership:
 
     def _give_up_catching_up(self, mono_ms: int) -> None:
         for p, until_ms in list(self._catching_up.items()):
-            if mono_ms >= until_ms:
+            if grace_over(until_ms, mono_ms):
                 log.warning(
                     "partition %d: results not caught up within %d ms of its assignment; "
                     "deadlines count again",
@@ -239,7 +241,7 @@ class Ownership:
                 log.error("scavenging %r skipped: %s", stream_id, exc)
             except Exception as exc:
                 self.inputs.failed(stream_id, exc)
-                scavenger.index.set(partition, stream_id, now_ms + RETRY_AFTER_ERROR_MS)
+                scavenger.index.set(partition, stream_id, retry_after_error_ms(now_ms))
 
     def _tick_stream(self, partition: int, stream_id: str, now_ms: int, expire: bool) -> None:
         try:
@@ -263,18 +265,16 @@ class Ownership:
         decision = advance(state, now_ms, expire, hold_ms)
         self.inputs.apply(partition, stream_id, record, decision, now_ms)
         if not expire and decision.state is not None:
-            wake = next_due_ms(state)
             replays = self.replays
             replay_ms = None if replays is None else replays.next_due_ms(state)
-            if (wake is not None and wake <= now_ms) or (
-                replay_ms is not None and replay_ms <= now_ms
-            ):  # a passed deadline (live or replay): held until caught up
-                self.index.set(partition, stream_id, next_due_ms(state, deadlines=False))
+            held = grace_hold(state, now_ms, replay_ms)
+            if held is not None:  # a passed deadline (live or replay): held until caught up
+                self.index.set(partition, stream_id, held.wake_ms)
                 self._held.setdefault(partition, set()).add(stream_id)
 
     def _failed(self, partition: int, stream_id: str, exc: BaseException, now_ms: int) -> None:
         self.inputs.failed(stream_id, exc)
-        self.index.set(partition, stream_id, now_ms + RETRY_AFTER_ERROR_MS)
+        self.index.set(partition, stream_id, retry_after_error_ms(now_ms))
 
     # -- rebuild -------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from streams.core import (
     StreamState,
 )
 from streams.core import replay as lane
+from streams.core.lanes import lane_of
 from streams.core.retention import expire_bypasses, oldest_bypass_ms
 from streams.errors import InvalidInput
 from streams.topics import Topics
@@ -137,10 +138,8 @@ class ReplayLane:
 
         `announce_live` flushes the stream's live windows waiting to be announced: called
         before a replayed window whose bypass is among them is announced."""
-        if result.stream_id not in self._busy:
-            return None
-        state = self._load(result.stream_id)
-        if state is None:
+        state = self._load(result.stream_id) if result.stream_id in self._busy else None
+        if state is None or lane_of(state, result) == "live":
             return None
         decision = lane.on_result(state, live, result, self.concurrency, now_ms)
         if decision is not None and decision.rejected is None and decision.ignored is None:

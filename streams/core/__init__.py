@@ -1,6 +1,10 @@
 """The pure window lifecycle core: no Kafka, Faust or RocksDB; time is an argument.
 
-See `streams.core.lifecycle` for the rules. Everything the coordinator needs is exported here.
+See `streams.core.lifecycle` for the rules of a stream's windows; the coordinator's own policies
+are here too, each once: `takeover` (the takeover grace), `announce` (commit coalescing),
+`lanes` (which lane owns a result), `retry` (also the retry after a tick's error), and
+`config` (every config default and bound, which the wire codec reads). The lifecycle's API is
+exported here.
 """
 
 from streams.core.codec import (

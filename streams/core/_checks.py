@@ -7,7 +7,8 @@ raises InvalidInput naming the field. README.md's config table and wire contract
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from streams.errors import InvalidInput
 
@@ -30,6 +31,29 @@ MAX_DURATION_MS = 10 * 365 * 86_400_000
 # A nack's error is cut at decode (streams.wire), so that state and bypass records stay bounded.
 MAX_ERROR_KIND_CHARS = 200
 MAX_ERROR_MESSAGE_CHARS = 2_000
+
+
+N = TypeVar("N", int, float)
+
+
+@dataclass(frozen=True, slots=True)
+class Bound(Generic[N]):
+    """A number's range as JSON Schema states it: at least `ge` or above `gt`, at most `le`.
+
+    The core checks with it and the wire's models are built from it, so that the two cannot
+    disagree. A duration is "above 0" and a count "at least 1": the same integers, with the
+    reason a rejection gives kept as it was.
+    """
+
+    ge: N | None = None
+    gt: N | None = None
+    le: N | None = None
+
+
+def check_bounded(field: str, value: Any, bound: Bound[int]) -> int:
+    """Return `value` if it is an int within `bound` (above `gt` is from `gt + 1`)."""
+    minimum = bound.ge if bound.gt is None else bound.gt + 1
+    return check_int(field, value, minimum, bound.le)
 
 
 def check_int(

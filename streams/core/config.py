@@ -1,7 +1,9 @@
 """A stream's configuration: one validated, frozen object, and its JSON wire dict.
 
 Every rule of issue 3, rule 10, is checked in `StreamConfig.__post_init__`, so that no invalid
-config can exist; a broken field raises `InvalidInput(field, reason)`.
+config can exist; a broken field raises `InvalidInput(field, reason)`. The defaults (the
+dataclass's fields, as `config_defaults()`) and the bounds (`CONFIG_BOUNDS`, the MAX_* lengths)
+are written here only: the wire's models (streams.wire.config) are built from them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from streams.core._checks import (
     MAX_ERROR_KIND_CHARS,
     MAX_SAFE_INT,
     MAX_TIME_MS,
+    Bound,
     check_int,
     check_str,
 )
@@ -44,6 +47,26 @@ DEFAULT_GC_GRACE_MS = 48 * 3_600_000
 # How long a bypassed window stays listed (replayable) on `bypassed`: 30 days.
 DEFAULT_BYPASS_RETENTION_MS = 30 * 86_400_000
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+# The bounds of every integer field, by name. A time is bounded by MAX_TIME_MS and a duration by
+# MAX_DURATION_MS, so that every time the core computes from them stays within MAX_MS.
+_TIME = Bound(ge=0, le=MAX_TIME_MS)
+_DURATION = Bound(gt=0, le=MAX_DURATION_MS)
+CONFIG_BOUNDS: Mapping[str, Bound[int]] = MappingProxyType(
+    {
+        "start_ms": _TIME,
+        "window_ms": _DURATION,
+        "step_ms": _DURATION,
+        "delay_ms": Bound(ge=0, le=MAX_DURATION_MS),
+        "task_timeout_ms": _DURATION,
+        "bypass_after_ms": _DURATION,
+        "max_attempts": Bound(ge=1, le=MAX_SAFE_INT),
+        "max_in_flight": Bound(ge=1, le=MAX_IN_FLIGHT),
+        "end_ms": _TIME,
+        "gc_grace_ms": _DURATION,
+        "bypass_retention_ms": _DURATION,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,33 +101,55 @@ class StreamConfig:
             raise InvalidInput("stream_id", f"must be at most {MAX_STREAM_ID_CHARS} characters")
         # Bounded so that every time the core computes stays within what the codec reads back
         # (see MAX_DURATION_MS).
-        check_int("start_ms", self.start_ms, 0, MAX_TIME_MS)
-        step_ms = check_int("step_ms", self.step_ms, 1, MAX_DURATION_MS)
-        window_ms = check_int("window_ms", self.window_ms, 1, MAX_DURATION_MS)
+        _check("start_ms", self.start_ms)
+        step_ms = _check("step_ms", self.step_ms)
+        window_ms = _check("window_ms", self.window_ms)
         if window_ms % step_ms:
             raise InvalidInput("window_ms", f"must be a multiple of step_ms ({step_ms})")
-        check_int("delay_ms", self.delay_ms, 0, MAX_DURATION_MS)
-        check_int("task_timeout_ms", self.task_timeout_ms, 1, MAX_DURATION_MS)
-        check_int("bypass_after_ms", self.bypass_after_ms, 1, MAX_DURATION_MS)
+        _check("delay_ms", self.delay_ms)
+        _check("task_timeout_ms", self.task_timeout_ms)
+        _check("bypass_after_ms", self.bypass_after_ms)
         if not isinstance(self.retry, Immediate | Fixed | Exponential):
             raise InvalidInput("retry", "must be Immediate, Fixed or Exponential")
         if self.max_attempts is not None:
-            check_int("max_attempts", self.max_attempts, 1)
-        check_int("max_in_flight", self.max_in_flight, 1, MAX_IN_FLIGHT)
+            _check("max_attempts", self.max_attempts)
+        _check("max_in_flight", self.max_in_flight)
         if self.end_ms is not None:
-            check_int("end_ms", self.end_ms, 0, MAX_TIME_MS)
+            _check("end_ms", self.end_ms)
             if self.end_ms <= self.start_ms:
                 raise InvalidInput("end_ms", f"must be after start_ms ({self.start_ms})")
             if self.end_ms % step_ms:
                 raise InvalidInput("end_ms", f"must be a multiple of step_ms ({step_ms})")
-        check_int("gc_grace_ms", self.gc_grace_ms, 1, MAX_DURATION_MS)
-        check_int("bypass_retention_ms", self.bypass_retention_ms, 1, MAX_DURATION_MS)
+        _check("gc_grace_ms", self.gc_grace_ms)
+        _check("bypass_retention_ms", self.bypass_retention_ms)
         if self.source is not None:
             source = check_str("source", self.source)
             if not source or len(source) > MAX_SOURCE_CHARS:
                 raise InvalidInput("source", f"must be 1 to {MAX_SOURCE_CHARS} characters")
         object.__setattr__(self, "non_retryable", _kinds(self.non_retryable))
         object.__setattr__(self, "params", _params(self.params))
+
+
+def _check(name: str, value: Any) -> int:
+    low, high = _LIMITS[name]
+    return check_int(name, value, low, high)
+
+
+# CONFIG_BOUNDS as check_int's (minimum, maximum): read at every state load, so looked up once.
+_LIMITS = {
+    name: (bound.ge if bound.gt is None else bound.gt + 1, bound.le)
+    for name, bound in CONFIG_BOUNDS.items()
+}
+
+
+def config_defaults() -> dict[str, Any]:
+    """The wire dict of every field but stream_id and start_ms, as the dataclass defaults it.
+
+    A new dict for each call (it holds a list and dicts); the wire reads it once, at import.
+    """
+    defaults = config_to_dict(StreamConfig(stream_id="-", start_ms=0))
+    del defaults["stream_id"], defaults["start_ms"]
+    return {**defaults, "source": None}
 
 
 def _kinds(value: Any) -> frozenset[str]:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.core._checks import check_int
+from streams.core.lanes import replay_window
 from streams.core.lifecycle import other_incarnation, result_problem
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
@@ -204,12 +205,9 @@ def on_result(
     Every check runs before anything changes: a rejected or ignored result leaves the state as
     it was.
     """
-    window = next(
-        (w for w in state.listed if w.start_ms == result.start_ms and w.end_ms == result.end_ms),
-        None,
-    )
-    if window is None or not window.attempt or result.attempt <= window.live_attempt:
-        return None  # a live attempt's result is the live lane's (a duplicate there)
+    window = replay_window(state, result)
+    if window is None:
+        return None  # the live lane's (a live attempt's result is a duplicate there)
     problem = result_problem(result, now_ms)
     if problem is not None:
         return ReplayDecision(rejected=problem)

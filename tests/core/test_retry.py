@@ -1,7 +1,9 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.core import Exponential, Fixed, Immediate, retry_delay_ms
-from streams.core.retry import jitter_fraction
+from streams.core.retry import RETRY_AFTER_ERROR_MS, jitter_fraction, retry_after_error_ms
 
 
 def test_immediate_retries_at_once() -> None:
@@ -63,3 +65,13 @@ def test_jitter_fraction_is_uniform_enough_in_unit_interval() -> None:
 def test_zero_jitter_is_the_plain_delay() -> None:
     policy = Exponential(initial_ms=1_000, multiplier=3.0, max_ms=100_000, jitter=0.0)
     assert retry_delay_ms(policy, "s", 123, 3) == 9_000
+
+
+def test_a_stream_whose_tick_raised_is_tried_again_a_fixed_while_later() -> None:
+    assert RETRY_AFTER_ERROR_MS == 5_000
+    assert retry_after_error_ms(1_795_946_400_000) == 1_795_946_400_000 + RETRY_AFTER_ERROR_MS
+
+
+@given(st.integers(0, 2**53 - 1 - RETRY_AFTER_ERROR_MS))
+def test_a_retry_after_an_error_is_always_ahead(now_ms: int) -> None:
+    assert retry_after_error_ms(now_ms) - now_ms == RETRY_AFTER_ERROR_MS > 0
