@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS, Announcer, Message, send_all
+from streams.coordinator.confluent.records import TransactionRecords
 from streams.coordinator.gauges import OutageCollector
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
@@ -29,7 +30,7 @@ from streams.coordinator.inputs import Inputs
 from streams.coordinator.metrics import CoordinatorMetrics
 from streams.coordinator.ownership import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS, Ownership
 from streams.coordinator.ports import Emitter, StateStore
-from streams.coordinator.records import RECORD_CACHE_SIZE, Records
+from streams.coordinator.records import RECORD_CACHE_SIZE, Records, WriteThroughRecords
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.topics import Topics
@@ -100,7 +101,9 @@ class Processor:
                 outbox=not transactional,
             )
         )
-        self._records = Records(store, transactional)
+        self._records: Records = (
+            TransactionRecords(store) if transactional else WriteThroughRecords(store)
+        )
         self._announcer = Announcer(
             topics,
             emitter,
