@@ -24,6 +24,7 @@ from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
 from streams.coordinator.confluent.clients import TransactionClients
 from streams.coordinator.confluent.commit import commit
+from streams.coordinator.confluent.delivery import TransactionDelivery
 from streams.coordinator.crash_points import CrashHook
 from streams.coordinator.health import guard
 from streams.coordinator.metrics import CoordinatorMetrics
@@ -123,11 +124,10 @@ class ConfluentEngine:
             replay_store=self.state.view(REPLAYS),
             replay_concurrency=settings.replay_concurrency,
             metrics=self.metrics,
-            transactional=True,
+            delivery=TransactionDelivery(settings.view_interval_ms),
             # takeover grace: deadlines count once `results` are read (at most a session later)
             catch_up_max_ms=settings.catch_up_max_ms,
             health=source_health,
-            view_interval_ms=settings.view_interval_ms,
         )
         self.positions: dict[tuple[str, int], int] = {}
         self.owned: set[int] = set()

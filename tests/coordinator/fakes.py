@@ -12,6 +12,9 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from streams.coordinator.confluent.delivery import TransactionDelivery
+from streams.coordinator.faust_outbox import OutboxDelivery
+from streams.coordinator.ports import Delivery
 from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.topics import Topics
 
@@ -156,6 +159,11 @@ class RecordingEmitter:
         self.sent = []
 
 
+def delivery(transactional: bool, view_interval_ms: int = 0) -> Delivery:
+    """The unit of work of the engine a Driver plays."""
+    return TransactionDelivery(view_interval_ms) if transactional else OutboxDelivery()
+
+
 class Driver:
     """A Processor over an InMemoryStore and a RecordingEmitter, fed like the Faust app feeds it."""
 
@@ -188,7 +196,6 @@ class Driver:
         self.checkpoint_each = transactional and checkpoint_each
         if transactional and self.store.buffer is None:
             self.store.buffer = {}  # the open transaction's writes
-        extra = {"transactional": True} if transactional else {}
         self.mono_ms = mono_ms
         self.catch_up_max_ms = catch_up_max_ms
         self.view_interval_ms = view_interval_ms
@@ -203,8 +210,7 @@ class Driver:
             replay_concurrency=1,
             monotonic_ms=self._monotonic_ms,
             catch_up_max_ms=catch_up_max_ms,
-            view_interval_ms=view_interval_ms,
-            **extra,
+            delivery=delivery(transactional, view_interval_ms),
         )
         self._offsets: dict[str, int] = {}
 

@@ -129,10 +129,12 @@ class TransactionRecords:
             yield stream_id, record
 
     def scan(
-        self, owned: Callable[[str], bool], whole: bool = True
+        self, owned: Callable[[str], bool], whole: bool = False
     ) -> Iterator[tuple[str, Summary | None, Record | None]]:
-        """Every stored stream that `owned` accepts (see records.Records.scan); changes not yet
-        encoded are seen as they will be written."""
+        """Every stored stream that `owned` accepts (see records.WriteThroughRecords.scan);
+        changes not yet encoded are seen as they will be written. Not `whole` by default:
+        records past what the cache holds are indexed from their stored summaries (nothing
+        needs them decoded at a rebuild)."""
         seen: set[str] = set()
         for stream_id in [*self._stale, *self._written]:
             if stream_id in seen or not owned(stream_id):
