@@ -60,9 +60,17 @@ class OutboxAnnouncer(Announcer):
 
     def loaded(self, stream_id: str, record: Record, now_ms: int) -> None:
         """Apply the confirmations received so far, and announce the outbox again if a
-        delivery of the stream failed since its last re-announcement."""
-        self.confirm(stream_id, record)
-        self.resend_if_owed(record, now_ms)
+        delivery of the stream failed since its last re-announcement (`confirm` and
+        `resend_if_owed`, inlined: this runs for every event)."""
+        delivered = self._delivered.get(stream_id)
+        if delivered:
+            record.confirm_commits(delivered)
+        bypasses = self._bypass_delivered.get(stream_id)
+        if bypasses:
+            record.confirm_bypasses(bypasses)
+        if stream_id in self._resend:
+            self._resend.discard(stream_id)
+            self.reannounce(record, now_ms)
 
     def confirm(self, stream_id: str, record: Record) -> None:
         """Apply the delivery confirmations received so far to a record just loaded."""
@@ -180,8 +188,7 @@ class OutboxAnnouncer(Announcer):
 class OutboxViews(Views):
     """Views sent with the event's other outputs, published again when one was not delivered."""
 
-    def with_save(self, record: Record, now_ms: int) -> Message | None:
-        return self.message(record, now_ms)
+    with_save = Views.message  # the view goes out with the event's other outputs
 
     def deleted(self, stream_id: str) -> Message | None:
         return self.tombstone(stream_id)

@@ -39,7 +39,8 @@ class TransactionRecords:
         record = self._stale.pop(stream_id, None)
         if record is not None:
             # The restore point before this event: `discard` goes back to it.
-            self._write(stream_id, record.encode(exact=False))
+            self.store.set(stream_id, record.encode(exact=False))
+            self._written[stream_id] = None
             self._remember_live(stream_id, record)
             return record
         live = self._live
@@ -79,7 +80,8 @@ class TransactionRecords:
     def delete(self, stream_id: str) -> None:
         self._stale.pop(stream_id, None)
         self._live.pop(stream_id, None)
-        self._write(stream_id, None)
+        self.store.delete(stream_id)
+        self._written[stream_id] = None
 
     def discard(self, stream_id: str) -> None:
         """Forget the in-memory record (an event failed halfway): the next load goes back to
@@ -91,6 +93,7 @@ class TransactionRecords:
         """Encode every record changed since its last encode into the buffer; return those that
         failed to encode (they go back to their last encoded bytes)."""
         failed = []
+        put = self.store.set
         for stream_id, record in self._stale.items():
             try:
                 raw = record.encode(exact=False)
@@ -99,7 +102,7 @@ class TransactionRecords:
                 self._live.pop(stream_id, None)
                 failed.append(stream_id)
                 continue
-            self._write(stream_id, raw)
+            put(stream_id, raw)
         self._stale.clear()
         self._written.clear()
         return failed
@@ -176,13 +179,6 @@ class TransactionRecords:
         self._live.clear()
         self._stale.clear()
         self._written.clear()
-
-    def _write(self, stream_id: str, raw: bytes | None) -> None:
-        if raw is None:
-            self.store.delete(stream_id)
-        else:
-            self.store.set(stream_id, raw)
-        self._written[stream_id] = None
 
     def _remember_live(self, stream_id: str, record: Record) -> None:
         live = self._live
