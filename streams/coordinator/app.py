@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.coordinator.brokers import QUIET_MS, OutageLogFilter, say_waiting
 from streams.coordinator.catchup import CatchUp
+from streams.coordinator.faust_outbox import OutboxDelivery
 from streams.coordinator.guard import guard
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
@@ -179,6 +180,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         # takeover grace: deadlines count once `results` are read (at most a session later)
         catch_up_max_ms=settings.catch_up_max_ms,
         health=source_health,
+        delivery=OutboxDelivery(),  # the unit of work: an outbox with delivery confirmations
     )
     catch_up = CatchUp(processor.on_caught_up)
     inputs = app.topic(

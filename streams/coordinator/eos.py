@@ -22,6 +22,9 @@ from typing import Any
 
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
+from streams.coordinator.confluent.clients import TransactionClients
+from streams.coordinator.confluent.commit import commit
+from streams.coordinator.confluent.delivery import TransactionDelivery
 from streams.coordinator.crash_points import CrashHook
 from streams.coordinator.guard import guard
 from streams.coordinator.pacing import AbortStreak, CommitPacing
@@ -63,17 +66,15 @@ STOP_DEADLINE_S = 8.0
 # Aborted transactions are made again for at least this long (or three session timeouts)
 # before the engine renews its clients (streams.coordinator.pacing.AbortStreak).
 ABORT_STREAK_MIN_S = 60.0
-# A commit this long (flush, offsets, EndTxn) is logged: it delays every output it holds.
-SLOW_COMMIT_S = 0.1
 
 
 class _Emitter:
     """The Processor's Emitter: every output joins the open transaction."""
 
-    def __init__(self, clients: TransactionalClients) -> None:
+    def __init__(self, clients: TransactionClients) -> None:
         self.bind(clients)
 
-    def bind(self, clients: TransactionalClients) -> None:
+    def bind(self, clients: TransactionClients) -> None:
         """Send through these clients from now on (renewed ones)."""
         self._produce = clients.produce
 
@@ -93,7 +94,7 @@ class ConfluentEngine:
     def __init__(
         self,
         settings: CoordinatorSettings,
-        clients: Callable[[], TransactionalClients] | None = None,
+        clients: Callable[[], TransactionClients] | None = None,
         probe: Callable[[], bool] | None = None,
     ) -> None:
         """`clients` makes the Kafka clients (at start and at each renewal); `probe` says
@@ -123,11 +124,10 @@ class ConfluentEngine:
             replay_store=self.state.view(REPLAYS),
             replay_concurrency=settings.replay_concurrency,
             metrics=self.metrics,
-            transactional=True,
+            delivery=TransactionDelivery(settings.view_interval_ms),
             # takeover grace: deadlines count once `results` are read (at most a session later)
             catch_up_max_ms=settings.catch_up_max_ms,
             health=source_health,
-            view_interval_ms=settings.view_interval_ms,
         )
         self.positions: dict[tuple[str, int], int] = {}
         self.owned: set[int] = set()
@@ -135,7 +135,6 @@ class ConfluentEngine:
         self.status = "starting"
         self.stats: Counter[str] = Counter()
         self._moved = False  # input positions moved since the last commit
-        self._changelog_offsets: dict[int, int] = {}
         # Partitions of `results` not yet read up to where they ended at assignment.
         self.catch_up = CatchUp(self.processor.on_caught_up)
         self._stopping = threading.Event()
@@ -155,7 +154,6 @@ class ConfluentEngine:
             group_id=self.topics.eos_group,
             transactional_id=f"{self.topics.eos_group}-{self.settings.instance}",
             session_timeout_ms=self.settings.session_timeout_ms,
-            on_offsets_sent=lambda: self._crash.reached("after_send_offsets"),
         )
 
     # -- the loop -------------------------------------------------------------------------
@@ -251,49 +249,19 @@ class ConfluentEngine:
     # -- one transaction ------------------------------------------------------------------
 
     def commit(self, now: int) -> None:
-        """Checkpoint the Processor and commit everything since the last commit at once."""
-        self.processor.checkpoint(now)
-        changelog = self.topics.eos_changelog
-        produce = self.clients.produce
-        self._changelog_offsets = {}
-        writes = 0
-        for partition, changes in self.state.pending_by_partition():
-            # Only the last record of a partition reports its delivery: its offset is the
-            # partition's highest (an idempotent producer keeps their order), and a failed
-            # delivery of any of them fails the commit (abortable) anyway.
-            *before, (last_key, last_value) = changes
-            for key, value in before:
-                produce(changelog, key, value, partition)
-            produce(changelog, last_key, last_value, partition, self._changelog_delivered)
-            writes += len(changes)
-        self._crash.reached("after_produce")
-        began = time.monotonic()
-        # The offsets go out before the outputs are flushed: commit_transaction flushes them
-        # (serving their delivery callbacks, which note the changelog offsets) and fails,
-        # abortable, if any was not delivered. So the round trips of sending the offsets overlap
-        # the outputs' delivery instead of following it (ack-to-commit p50 75 -> 70 ms in one
-        # traced run; docs/benchmarks.md, seventh pass).
-        self.clients.commit(self._offsets_to_commit())
-        self._crash.reached("after_commit")
-        if (took_s := time.monotonic() - began) >= SLOW_COMMIT_S:
-            log.info("a transaction took %.0f ms to commit (its outputs and %d changelog "
-                     "records flushed, the offsets sent, EndTxn)", took_s * 1000,
-                     writes)  # fmt: skip
-        self.state.committed(self._changelog_offsets)
-        self._crash.reached("after_rocksdb_write")
+        """Commit the open transaction (streams.coordinator.confluent.commit, in its steps)."""
+        done = commit(
+            self.clients,
+            self.processor,
+            self.state,
+            self.positions,
+            self.topics.eos_changelog,
+            now,
+            self._crash.reached,
+        )
         self._moved = False
         self.stats["transactions"] += 1
-        self.stats["changelog_records"] += writes
-
-    def _changelog_delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:  # the transaction cannot commit: commit_transaction says so
-            return
-        partition, offset = msg.partition(), msg.offset()
-        if offset > self._changelog_offsets.get(partition, -1):
-            self._changelog_offsets[partition] = offset
-
-    def _offsets_to_commit(self) -> dict[tuple[str, int], int]:
-        return dict(self.positions)
+        self.stats["changelog_records"] += done.changelog_records
 
     def _abort(self) -> None:
         """Void the open transaction: drop uncommitted state, rebuild, rewind the inputs."""

@@ -203,9 +203,8 @@ class Inputs:
         after it (`Announcer`)."""
         record = self.records.load(stream_id)
         self._loaded = stream_id
-        if record is not None and not self.announcer.transactional:
-            self.announcer.confirm(stream_id, record)
-            self.announcer.resend_if_owed(record, now_ms)
+        if record is not None:
+            self.announcer.loaded(stream_id, record, now_ms)
         return record
 
     def apply(
@@ -236,8 +235,9 @@ class Inputs:
                 self.replays.delete(stream_id)
             self.index.set(partition, stream_id, None)
             self.announcer.forget(stream_id)
-            if not self.announcer.transactional:  # transactional: at checkpoint
-                send_all(self.emitter, [self.views.tombstone(stream_id)])
+            tombstone = self.views.deleted(stream_id)  # None: the engine sends it later
+            if tombstone is not None:
+                send_all(self.emitter, [tombstone])
             self.metrics.applied(partition, stream_id, decision)
             return
         if state.deleted_ms is not None:  # just deleted (or a wake of a deleted one)
@@ -274,19 +274,14 @@ class Inputs:
                 # nothing flushes a deleted stream later (issue 25, defect 10).
                 announcer.flush(record, now_ms, out)
         records = self.records
-        if announcer.transactional:
-            if out:
-                send_all(self.emitter, out)
-            records.save(stream_id, record, None)
-        else:
-            view = self.views.message(record, now_ms)
-            if view is not None:
-                out.append(view)
-            encoded = record.encode()
-            if out:
-                send_all(self.emitter, out)
-            records.save(stream_id, record, encoded)
-            announcer.saved(stream_id, record)
+        view = self.views.with_save(record, now_ms)  # None: the engine publishes it later
+        if view is not None:
+            out.append(view)
+        encoded = records.encode(record)  # None: the engine encodes it later
+        if out:
+            send_all(self.emitter, out)
+        records.save(stream_id, record, encoded)
+        announcer.saved(stream_id, record)
         self.metrics.applied(partition, stream_id, decision)
         self.reindex(partition, record, flush_at, stream_id)
 

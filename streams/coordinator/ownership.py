@@ -292,14 +292,12 @@ class Ownership:
         epoch = self._epoch
         partitions = set(self.unbuilt)
         owned = self.owned_by(partitions)
-        transactional = self.announcer.transactional
         # Replays first: the scavenger's entry of a stream needs its oldest listed window.
         busy = [] if self.replays is None else self.replays.rebuild(owned)
         count = 0
-        # Transactional, records past what the cache holds are indexed from their stored
-        # summaries; Faust publishes every view again (what a crash may have left unsent),
-        # which needs every record decoded.
-        for stream_id, summary, record in self.records.scan(owned, whole=not transactional):
+        # Records past what the cache holds may be indexed from their stored summaries (the
+        # engine's records say whether they need every record decoded).
+        for stream_id, summary, record in self.records.scan(owned):
             if summary is None:
                 continue  # unreadable: logged, left alone
             count += 1
@@ -313,21 +311,14 @@ class Ownership:
                 self.metrics.track_progress(p, stream_id, summary.downstream_ms, summary.in_flight)
             if self.health is not None:
                 self.health.note_counts(p, stream_id, summary.source, summary.failing, summary.held)
-            if record is not None:
-                if self.announcer.reannounce(record, now_ms):
-                    self.records.save(stream_id, record, self.records.encode(record))
-                if not transactional:  # what a crash may have left unsent
-                    view = self.views.message(record, now_ms, force=True)
-                    if view is not None:
-                        send_all(self.inputs.emitter, [view])
-            if transactional and (summary.view_owed or (record is not None and record.view_owed)):
-                self.views.owe(stream_id, now_ms)  # deferred by the last owner
+            if record is not None and self.announcer.reannounce(record, now_ms):
+                self.records.save(stream_id, record, self.records.encode(record))
+            view = self.views.rebuilt(stream_id, summary.view_owed, record, now_ms)
+            if view is not None:
+                send_all(self.inputs.emitter, [view])
             wake = summary.wake_ms
             if summary.unannounced:
-                if transactional:
-                    self.announcer.note_unflushed(stream_id)
-                else:
-                    wake = now_ms if wake is None else min(wake, now_ms)
+                wake = self.announcer.rebuilt(stream_id, wake, now_ms)
             self.index.set(p, stream_id, wake)
             if summary.collect_at_ms is not None or (
                 self.replays is not None and self.replays.oldest_bypass_ms(stream_id) is not None

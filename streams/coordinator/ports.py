@@ -1,4 +1,5 @@
-"""What the coordinator's logic needs from the outside: a state store and an emitter."""
+"""What the coordinator's logic needs from the outside: a state store and an emitter. The
+engine's unit of work, which is built on these, is streams.coordinator.delivery."""
 
 from __future__ import annotations
 

@@ -1,14 +1,19 @@
 """The coordinator's adapter logic, free of any engine: one facade over three ideas.
 
 `Processor.on_message` handles one input from `control`, `results` or the internal `ticks`
-topic. The engines (the Faust app, streams/coordinator/app.py; the transactional one,
-streams/coordinator/eos.py) feed it events and give it a `StateStore` and an `Emitter`; tests
-drive it in-process with in-memory ones (tests/coordinator/fakes.py). The ideas live apart:
+topic. The engines (the Faust app, streams/coordinator/app.py; the confluent one,
+streams/coordinator/eos.py) feed it events and give it a `StateStore`, an `Emitter` and their
+unit of work, a `Delivery` (streams.coordinator.ports); tests drive it in-process with
+in-memory ones (tests/coordinator/fakes.py). The ideas live apart:
 
 - `inputs`: the input path, decode → load → decide → save → emit;
-- `announcer`: when commits go out, and the Faust engine's outbox and delivery confirmations;
+- `announcer`: announcing finished windows on `commits`;
+- `views`: publishing each stream's view on `streams`;
 - `ownership`: owned partitions, their due-index, ticks, and the rebuild from the store;
-- `records`: the records in memory, written inline (Faust) or once per checkpoint.
+- `records`: the records in memory;
+- the engine's delivery, which builds the last three and says when outputs and records become
+  durable: the Faust outbox (streams.coordinator.faust_outbox) or the Kafka transaction
+  (streams.coordinator.confluent.delivery). Nothing else asks which engine runs.
 
 Everything written for a stream happens while handling an event of that stream's partition
 (the tick for partition p touches only streams of p), because Faust puts a table write in the
@@ -21,19 +26,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
-from streams.coordinator.announcer import FLUSH_MAX_WINDOWS, Announcer, Message, send_all
+from streams.coordinator.announcer import FLUSH_MAX_WINDOWS
+from streams.coordinator.delivery import Delivery
+from streams.coordinator.faust_outbox import OutboxDelivery
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
 from streams.coordinator.ownership import RETRY_AFTER_ERROR_MS, TICK_RESEND_MS, Ownership
 from streams.coordinator.ports import Emitter, StateStore
-from streams.coordinator.records import RECORD_CACHE_SIZE, Records
+from streams.coordinator.records import RECORD_CACHE_SIZE
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
-from streams.coordinator.views import Views
-from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 from streams.topics import Topics
 
@@ -50,15 +55,13 @@ __all__ = [
 class Processor:
     """Handles a coordinator's inputs and time-driven work over a store and an emitter.
 
-    `transactional=True` is for an engine whose outputs and state commit together: no outbox
-    or delivery callbacks, commits flushed once per transaction at `checkpoint`, and state
-    written to the store at `checkpoint` only. `monotonic_ms` is the clock of intervals inside
-    the process (a tick's resend); window times use the `now_ms` each call passes.
+    `delivery`: the engine's unit of work (the Faust engine's outbox by default; the confluent
+    engine's Kafka transaction commits outputs and state together at `checkpoint`).
+    `monotonic_ms` is the clock of intervals inside the process (a tick's resend); window
+    times use the `now_ms` each call passes.
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
     passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
     at assignment, and deadlines of p count only from then (or after catch_up_max_ms).
-    `view_interval_ms` (transactional): at most one `streams` view per stream per interval
-    (see `streams.coordinator.views`).
     """
 
     def __init__(
@@ -71,18 +74,17 @@ class Processor:
         replay_store: StateStore | None = None,
         replay_concurrency: int = 2,
         metrics: CoordinatorMetrics | None = None,
-        transactional: bool = False,
+        delivery: Delivery | None = None,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
         health: SourceHealth | None = None,
-        view_interval_ms: int = 0,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
         self.store = store
         self.emitter = emitter
         self.flush_ms = flush_ms
-        self.transactional = transactional
+        self._delivery = delivery = OutboxDelivery() if delivery is None else delivery
         self.index = DueIndex()
         self._ticks_topic = topics.ticks  # a `Topics` property formats it on every read
         self.stats: Counter[str] = Counter()
@@ -97,25 +99,19 @@ class Processor:
                 self.stats,
                 replay_concurrency,
                 self._metrics,
-                outbox=not transactional,
+                outbox=delivery.outbox,
             )
         )
-        self._records = Records(store, transactional)
-        self._announcer = Announcer(
+        self._records = delivery.records(store)
+        self._announcer = delivery.announcer(
             topics,
             emitter,
             self.stats,
             self._metrics,
             flush_ms,
-            transactional,
             wake=lambda stream_id: self._ownership.wake(stream_id),
         )
-        self._views = Views(
-            topics,
-            transactional,
-            wake=lambda stream_id: self._ownership.wake(stream_id),
-            interval_ms=view_interval_ms,
-        )
+        self._views = delivery.views(topics, wake=lambda stream_id: self._ownership.wake(stream_id))
         self._scavenger = Scavenger(self.replays)
         self._inputs = Inputs(
             topics,
@@ -167,7 +163,7 @@ class Processor:
         self._ownership.on_assigned(partitions)
 
     def on_revoked(self, partitions: Iterable[int]) -> None:
-        """Partitions gone to another owner; a transactional engine checkpoints first."""
+        """Partitions gone to another owner; the confluent engine commits first."""
         self._ownership.on_revoked(partitions)
 
     def on_caught_up(self, partition: int) -> None:
@@ -235,59 +231,16 @@ class Processor:
         for key, value in health.entries(now_ms):
             self.emitter.send(topic, key, value)
 
-    # -- the transactional engine's hooks ------------------------------------------------
+    # -- the engine's unit of work -------------------------------------------------------
 
     def dirty(self, now_ms: int) -> bool:
-        """Whether the next checkpoint has state to write (a tick can change a stream without
-        any output: a collection, a requeue) or a deferred view to publish, so that the engine
-        commits for it."""
-        return self._records.dirty() or self._views.due(now_ms)
+        """Whether the unit of work holds something to commit, so that the engine commits."""
+        return self._delivery.dirty(now_ms)
 
     def checkpoint(self, now_ms: int) -> None:
-        """Called right before the engine commits a transaction: flush every stream's waiting
-        windows in one commit, publish the view of every changed stream, and write every
-        changed record to the store.
-
-        At-least-once (Faust) everything is already written and sent: nothing to do.
-        """
-        if not self.transactional:
-            return
-        records, announcer = self._records, self._announcer
-        out: list[Message] = []
-        for stream_id in announcer.take_unflushed():
-            built = len(out)
-            try:
-                record = records.peek(stream_id)
-                if record is None or not record.state.unannounced:
-                    continue
-                announcer.flush(record, now_ms, out)
-                records.save(stream_id, record, None)
-            except InvalidInput:
-                continue  # unreadable: logged, left alone
-            except TidemarkError:
-                raise
-            except Exception as exc:
-                del out[built:]  # nothing of a stream that failed goes out
-                self._inputs.failed(stream_id, exc)
-        views = self._views
-        for stream_id, changed in records.changed():
-            if changed is None:
-                out.append(views.tombstone(stream_id))
-                continue
-            view = views.changed(changed, now_ms)
-            if view is not None:
-                out.append(view)
-        for stream_id in views.take_due(now_ms):
-            try:
-                record = records.peek(stream_id)
-            except InvalidInput:
-                continue  # unreadable: logged, left alone
-            if record is not None and record.view_owed and record.state.deleted_ms is None:
-                view = views.message(record, now_ms)
-                if view is not None:
-                    out.append(view)
-        send_all(self.emitter, out)
-        for stream_id in records.checkpoint():
+        """Called right before the engine commits its unit of work: what the delivery defers
+        to a checkpoint joins it (streams.coordinator.delivery.Delivery.checkpoint)."""
+        for stream_id in self._delivery.checkpoint(now_ms, self.emitter, self._inputs.failed):
             self.stats["stream_errors"] += 1
             self._metrics.stream_error()
             self._ownership.wake(stream_id)

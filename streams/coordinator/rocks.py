@@ -296,8 +296,8 @@ class TransactionalState:
             if dirty:
                 yield partition, list(dirty.items())
 
-    def committed(self, offsets: dict[int, int]) -> None:
-        """The transaction committed: write each partition's changes with its changelog offset,
+    def persist(self, offsets: dict[int, int]) -> None:
+        """The transaction committed: persist each partition's changes with its changelog offset,
         dated from the transaction's first write: its changelog records were produced later,
         so any record after its offsets was appended after that time."""
         for partition, dirty in self._dirty.items():

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from typing import Any, NamedTuple
 
 from confluent_kafka import (
@@ -25,12 +24,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from streams.errors import BrokerUnavailable, TidemarkError
+from streams.errors import BrokerUnavailable
 from streams.kafka.admin import wait_ready
-from streams.kafka.caller import STUCK_GRACE_S, Caller
+from streams.kafka.caller import Caller
 from streams.kafka.changelog import watermarks_of
 from streams.kafka.progress import KafkaProgress
 from streams.kafka.settings import KafkaSettings
+from streams.kafka.txn_calls import CALL_TIMEOUT_S, classify, retrying
 from streams.kafka.txn_errors import (
     AbortFailed,
     ConsumerStalled,
@@ -44,13 +44,6 @@ log = logging.getLogger("streams.kafka")
 # Kafka Streams' EOS default: a coordinator that stalls this long gets its transaction aborted
 # by the broker, and a new owner waits at most this long for a dead owner's open transaction.
 TRANSACTION_TIMEOUT_MS = 10_000
-# How long one client call may block before the engine treats the broker as gone.
-CALL_TIMEOUT_S = 30.0
-# A blocking transactional call is made in slices of at most this long (a timed-out call is
-# retriable, and librdkafka resumes it): Python runs signal handlers only between calls, so a
-# SIGTERM during a 30 s commit with the broker gone would otherwise wait for the whole call
-# before the stop deadline even started.
-CALL_SLICE_S = 1.0
 # How long a probe of the cluster (a fresh client's metadata request) waits for an answer.
 PROBE_TIMEOUT_S = 5.0
 
@@ -66,47 +59,6 @@ class Input(NamedTuple):  # a tuple: one is made per message, and a dataclass co
 Partitions = Callable[[list[tuple[str, int]]], None]
 
 
-_FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
-
-
-def _classify(exc: KafkaException, what: str) -> TidemarkError:
-    err: KafkaError = exc.args[0]
-    if err.code() in _FENCED_CODES:
-        return ProducerFenced(f"{what}: {err.str()} (fenced)")
-    if err.fatal():
-        return TransactionFatal(f"{what}: {err.str()} (fatal: new clients are needed)")
-    if err.txn_requires_abort():
-        return TransactionAborted(f"{what}: {err.str()}")
-    # librdkafka flags what it can retry; anything unflagged is treated as fatal.
-    return TransactionFatal(f"{what}: {err.str()}")
-
-
-def _retrying(
-    call: Callable[[float], Any], what: str, deadline_s: float, caller: Caller | None = None
-) -> Any:
-    """Call with a timeout of at most CALL_SLICE_S until it succeeds, retrying what librdkafka
-    marks retriable (a slice that timed out among them), up to the deadline; through `caller`
-    if given (a call that never returns then raises CallStuck)."""
-    while True:
-        timeout_s = max(0.01, min(CALL_SLICE_S, deadline_s - time.monotonic()))
-        try:
-            if caller is None:
-                return call(timeout_s)
-            wait_s = max(timeout_s, deadline_s - time.monotonic()) + STUCK_GRACE_S
-            return caller.call(partial(call, timeout_s), wait_s, what)
-        except KafkaException as exc:
-            err: KafkaError = exc.args[0]
-            # A slice that timed out is retried whatever its flags say (the transactional calls
-            # flag it retriable; a consumer's committed() does not, and is safe to ask again).
-            timed_out = err.code() == KafkaError._TIMED_OUT
-            if (err.retriable() or timed_out) and time.monotonic() < deadline_s:
-                if not timed_out:
-                    log.warning("%s: %s; retrying", what, err.str())
-                    time.sleep(0.05)
-                continue
-            raise _classify(exc, what) from exc
-
-
 class TransactionalClients:
     """The consumer of the coordinators' group and the process's transactional producer."""
 
@@ -117,9 +69,7 @@ class TransactionalClients:
         transactional_id: str,
         session_timeout_ms: int,
         linger_ms: int = 5,
-        on_offsets_sent: Callable[[], None] | None = None,
     ) -> None:
-        self._on_offsets_sent = on_offsets_sent
         self._consumer = Consumer(
             settings.librdkafka(
                 **{
@@ -162,6 +112,7 @@ class TransactionalClients:
             )
         )
         self._in_transaction = False
+        self._deadline_s: float | None = None  # the open commit's, from send_offsets on
         self._caller = Caller()
         self._detached = False
         self._closed = False
@@ -229,7 +180,7 @@ class TransactionalClients:
         if not tps:
             return {}
         deadline = time.monotonic() + CALL_TIMEOUT_S
-        found = _retrying(
+        found = retrying(
             lambda timeout_s: self._consumer.committed(
                 [TopicPartition(t, p) for t, p in tps], timeout=timeout_s
             ),
@@ -258,21 +209,21 @@ class TransactionalClients:
             else:
                 self._consumer.assign(tps)
         except KafkaException as exc:
-            raise _classify(exc, "assign") from exc
+            raise classify(exc, "assign") from exc
 
     def seek(self, offsets: dict[tuple[str, int], int]) -> None:
         try:
             for (topic, partition), offset in offsets.items():
                 self._consumer.seek(TopicPartition(topic, partition, offset))
         except KafkaException as exc:  # e.g. a partition no longer assigned: new clients
-            raise _classify(exc, "seek") from exc
+            raise classify(exc, "seek") from exc
 
     # -- the transaction ----------------------------------------------------------------
 
     def init_transactions(self) -> None:
         """Fence any previous instance with this transactional.id and abort its transaction."""
         deadline = time.monotonic() + CALL_TIMEOUT_S
-        _retrying(self._producer.init_transactions, "init_transactions", deadline, self._caller)
+        retrying(self._producer.init_transactions, "init_transactions", deadline, self._caller)
 
     def produce(
         self,
@@ -291,7 +242,7 @@ class TransactionalClients:
             except BufferError:
                 pass  # served below
             except KafkaException as exc:
-                raise _classify(exc, f"producing to {topic}") from exc
+                raise classify(exc, f"producing to {topic}") from exc
         kwargs: dict[str, Any] = {}
         if partition is not None:
             kwargs["partition"] = partition
@@ -304,7 +255,7 @@ class TransactionalClients:
             except BufferError:  # the local queue is full: serve deliveries, then again (a
                 self._producer.poll(0.01)  # message times out within the transaction timeout)
             except KafkaException as exc:
-                raise _classify(exc, f"producing to {topic}") from exc
+                raise classify(exc, f"producing to {topic}") from exc
 
     @property
     def in_transaction(self) -> bool:
@@ -314,50 +265,60 @@ class TransactionalClients:
         try:
             self._producer.begin_transaction()
         except KafkaException as exc:
-            raise _classify(exc, "begin_transaction") from exc
+            raise classify(exc, "begin_transaction") from exc
         self._in_transaction = True
 
     def flush(self, timeout_s: float = CALL_TIMEOUT_S) -> None:
-        """Wait for every produced message (the engine leaves this to `commit`); any
-        undelivered one means the transaction aborts. One call: stop signals are served on a
-        thread of their own (streams.coordinator.signals), not between slices of it."""
+        """Wait for every produced message (the engine leaves this to `commit_transaction`);
+        any undelivered one means the transaction aborts. One call: stop signals are served on
+        a thread of their own (streams.coordinator.signals), not between slices of it."""
         left = self._producer.flush(timeout_s)
         if left:
             raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")
 
-    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
-        """Send the input offsets with the group metadata, then commit the transaction.
+    def send_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Add the input offsets, with the group metadata, to the open transaction (beginning
+        one if none is open). Offsets go in every transaction, even one of time-driven writes
+        only, so that a zombie (a member the group has moved on from) can never commit."""
+        if not self._in_transaction:
+            self._begin()
+        # One deadline for both steps of a commit, as when they were one call.
+        deadline = self._deadline_s = time.monotonic() + CALL_TIMEOUT_S
+        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        if not tps:
+            return
+        metadata = self._consumer.consumer_group_metadata()
+        retrying(
+            lambda t: self._producer.send_offsets_to_transaction(tps, metadata, t),
+            "send_offsets_to_transaction",
+            deadline,
+            self._caller,
+        )
+
+    def commit_transaction(self) -> None:
+        """Commit the open transaction (beginning one if none is open).
 
         Committing flushes every output first, serving their delivery callbacks, and fails
         (abortable) if any was not delivered; a slice that times out while it waits is resumed.
-        Offsets go in every transaction, even one of time-driven writes only, so that a zombie
-        (a member the group has moved on from) can never commit anything.
         """
         if not self._in_transaction:
             self._begin()
-        deadline = time.monotonic() + CALL_TIMEOUT_S
-        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        if tps:
-            metadata = self._consumer.consumer_group_metadata()
-            _retrying(
-                lambda t: self._producer.send_offsets_to_transaction(tps, metadata, t),
-                "send_offsets_to_transaction",
-                deadline,
-                self._caller,
-            )
-        if self._on_offsets_sent is not None:  # crash-point tests stop the process here
-            self._on_offsets_sent()
-        _retrying(self._producer.commit_transaction, "commit_transaction", deadline, self._caller)
+        deadline, self._deadline_s = self._deadline_s or time.monotonic() + CALL_TIMEOUT_S, None
+        retrying(self._producer.commit_transaction, "commit_transaction", deadline, self._caller)
         self._in_transaction = False
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:  # both steps at once
+        self.send_offsets(offsets)
+        self.commit_transaction()
 
     def abort(self) -> None:
         """Abort the open transaction, if any; a failure to abort needs new clients."""
         if not self._in_transaction:
             return
-        self._in_transaction = False
+        self._in_transaction, self._deadline_s = False, None
         deadline = time.monotonic() + CALL_TIMEOUT_S
         try:
-            _retrying(self._producer.abort_transaction, "abort_transaction", deadline, self._caller)
+            retrying(self._producer.abort_transaction, "abort_transaction", deadline, self._caller)
         except ProducerFenced:
             raise
         except (TransactionAborted, TransactionFatal) as exc:

@@ -12,6 +12,9 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from streams.coordinator.confluent.delivery import TransactionDelivery
+from streams.coordinator.delivery import Delivery
+from streams.coordinator.faust_outbox import OutboxDelivery
 from streams.coordinator.processor import Processor, partition_of
 from streams.topics import Topics
 
@@ -25,25 +28,58 @@ def at(hour: int, minute: int, second: int = 0, ms: int = 0) -> int:
 
 
 class InMemoryStore:
-    """The Processor's StateStore over a dict; counts writes so tests can see an event was saved."""
+    """The Processor's StateStore over a dict; counts writes so tests can see an event was saved.
+
+    With a `buffer` (what a transactional Driver gives it) writes wait there, as in the
+    confluent engine's transaction, until `commit` (at the driver's checkpoint) applies them
+    to `data`, or `abort` (a restart) drops them; reads see them first.
+    """
 
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
         self.writes = 0
+        self.buffer: dict[str, bytes | None] | None = None
 
     def get(self, stream_id: str) -> bytes | None:
+        buffer = self.buffer
+        if buffer is not None and stream_id in buffer:
+            return buffer[stream_id]
         return self.data.get(stream_id)
 
     def set(self, stream_id: str, value: bytes) -> None:
         self.writes += 1
-        self.data[stream_id] = value
+        if self.buffer is not None:
+            self.buffer[stream_id] = value
+        else:
+            self.data[stream_id] = value
 
     def delete(self, stream_id: str) -> None:
         self.writes += 1
-        self.data.pop(stream_id, None)
+        if self.buffer is not None:
+            self.buffer[stream_id] = None
+        else:
+            self.data.pop(stream_id, None)
 
     def items(self) -> Iterable[tuple[str, bytes]]:
-        return list(self.data.items())
+        if not self.buffer:
+            return list(self.data.items())
+        merged = {**self.data, **self.buffer}
+        return [(k, v) for k, v in merged.items() if v is not None]
+
+    def commit(self) -> None:
+        """The transaction committed: its writes become the stored data."""
+        if self.buffer:
+            for stream_id, value in self.buffer.items():
+                if value is None:
+                    self.data.pop(stream_id, None)
+                else:
+                    self.data[stream_id] = value
+            self.buffer.clear()
+
+    def abort(self) -> None:
+        """The transaction aborted (or the process died): its writes are gone."""
+        if self.buffer:
+            self.buffer.clear()
 
     def snapshot(self) -> dict[str, bytes]:
         return dict(self.data)
@@ -123,6 +159,11 @@ class RecordingEmitter:
         self.sent = []
 
 
+def delivery(transactional: bool, view_interval_ms: int = 0) -> Delivery:
+    """The unit of work of the engine a Driver plays."""
+    return TransactionDelivery(view_interval_ms) if transactional else OutboxDelivery()
+
+
 class Driver:
     """A Processor over an InMemoryStore and a RecordingEmitter, fed like the Faust app feeds it."""
 
@@ -153,7 +194,8 @@ class Driver:
         self.flush_ms = flush_ms
         self.transactional = transactional
         self.checkpoint_each = transactional and checkpoint_each
-        extra = {"transactional": True} if transactional else {}
+        if transactional and self.store.buffer is None:
+            self.store.buffer = {}  # the open transaction's writes
         self.mono_ms = mono_ms
         self.catch_up_max_ms = catch_up_max_ms
         self.view_interval_ms = view_interval_ms
@@ -168,8 +210,7 @@ class Driver:
             replay_concurrency=1,
             monotonic_ms=self._monotonic_ms,
             catch_up_max_ms=catch_up_max_ms,
-            view_interval_ms=view_interval_ms,
-            **extra,
+            delivery=delivery(transactional, view_interval_ms),
         )
         self._offsets: dict[str, int] = {}
 
@@ -179,6 +220,7 @@ class Driver:
         Transactional, what was not checkpointed is lost too (its transaction never committed).
         """
         self.emitter.drop_pending()
+        self.store.abort()  # what no checkpoint committed
         return Driver(
             self.store,
             self.flush_ms,
@@ -197,6 +239,13 @@ class Driver:
     def checkpoint(self, now_ms: int) -> None:
         """Where the transactional engine commits: state written, commits flushed."""
         self.processor.checkpoint(now_ms)
+        self.store.commit()
+
+    def abort(self) -> None:
+        """What the transactional engine does after an abort: the open transaction's writes
+        are dropped, then the Processor forgets what it derived from them."""
+        self.store.abort()
+        self.processor.reset()
 
     def partition(self, stream_id: str) -> int:
         return partition_of(stream_id.encode(), self.partitions)

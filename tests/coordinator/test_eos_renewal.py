@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,141 +29,9 @@ from streams.kafka import transactions
 from streams.kafka.transactions import TransactionAborted, TransactionFatal
 from streams.topics import Topics
 
+from .fake_clients import FakeBroker
+
 PARTITIONS = 2
-Partitions = Callable[[list[tuple[str, int]]], None]
-
-
-class FakeBroker:
-    """What the fake clients share: each topic-partition's records, and the committed
-    offsets; a transaction's outputs and offsets land only when it commits."""
-
-    def __init__(self) -> None:
-        self.log: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
-        self.offsets: dict[tuple[str, int], int] = {}
-        self.reachable = True
-        self.made: list[FakeClients] = []
-        self.faults: list[dict[str, Any]] = []  # per clients made, in order: what fails
-
-    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
-        self.log.setdefault((topic, partition), []).append((key, value))
-
-    def records(self, topic: str) -> list[Any]:
-        return [json.loads(v) for (t, _), rs in sorted(self.log.items()) if t == topic
-                for _, v in rs if v is not None]  # fmt: skip
-
-    def make(self, *args: Any, **kwargs: Any) -> FakeClients:
-        faults = self.faults[len(self.made)] if len(self.made) < len(self.faults) else {}
-        made = FakeClients(self, **faults)
-        self.made.append(made)
-        return made
-
-
-class FakeClients:
-    """TransactionalClients over a FakeBroker; `commit_error`/`abort_error` fail those calls."""
-
-    def __init__(
-        self,
-        broker: FakeBroker,
-        commit_error: Exception | None = None,
-        abort_error: Exception | None = None,
-        poll_error: Exception | None = None,
-        init_error: Exception | None = None,
-    ) -> None:
-        self.broker = broker
-        self.init_error = init_error
-        self.commit_error, self.abort_error = commit_error, abort_error
-        self.poll_error = poll_error
-        self.calls: list[str] = []
-        self.positions: dict[tuple[str, int], int] = {}
-        self.pending: list[tuple[str, int, bytes | None, bytes | None]] = []
-        self.committed_txns = 0
-        self._callbacks: tuple[Partitions, Partitions, Partitions] | None = None
-        self._topics: list[str] = []
-        self._assigned = False
-        self._in_transaction = False
-        self.detached = self.closed = False
-
-    def init_transactions(self) -> None:
-        self.calls.append("init_transactions")
-        if self.init_error is not None:
-            raise self.init_error
-
-    def subscribe(self, topics: Any, assigned: Partitions, revoked: Partitions,
-                  lost: Partitions) -> None:  # fmt: skip
-        self.calls.append("subscribe")
-        self._topics, self._callbacks = list(topics), (assigned, revoked, lost)
-
-    def poll(self, max_messages: int, timeout_s: float) -> list[transactions.Input]:
-        time.sleep(min(timeout_s, 0.005))
-        if self._callbacks is not None and not self._assigned and not self.detached:
-            self._assigned = True
-            self._callbacks[0]([(t, p) for t in self._topics for p in range(PARTITIONS)])
-        elif self._assigned and self.poll_error is not None:
-            raise self.poll_error
-        out = []
-        for (topic, p), at in self.positions.items():
-            for offset, (key, value) in enumerate(self.broker.log.get((topic, p), [])):
-                if offset >= at and len(out) < max_messages:
-                    out.append(transactions.Input(topic, p, offset, key, value))
-                    self.positions[(topic, p)] = offset + 1
-        return out
-
-    def committed(self, tps: Any) -> dict[tuple[str, int], int]:
-        return {tp: self.broker.offsets.get(tp, 0) for tp in tps}
-
-    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        return 0, len(self.broker.log.get((topic, partition), []))
-
-    def assign(self, offsets: dict[tuple[str, int], int]) -> None:
-        self.positions.update(offsets)
-
-    def seek(self, offsets: dict[tuple[str, int], int]) -> None:
-        self.positions.update(offsets)
-
-    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int | None = None,
-                on_delivery: Any = None) -> None:  # fmt: skip
-        self._in_transaction = True
-        p = partition if partition is not None else partition_of(key, PARTITIONS)
-        self.pending.append((topic, p, key, value))
-        if on_delivery is not None:
-            on_delivery(None, _Delivered(p, len(self.broker.log.get((topic, p), []))))
-
-    @property
-    def in_transaction(self) -> bool:
-        return self._in_transaction
-
-    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
-        self.calls.append("commit")
-        if self.commit_error is not None:
-            raise self.commit_error
-        for topic, p, key, value in self.pending:
-            self.broker.append(topic, p, key, value)
-        self.broker.offsets.update(offsets)
-        self.pending, self._in_transaction = [], False
-        self.committed_txns += 1
-
-    def abort(self) -> None:
-        self.calls.append("abort")
-        self.pending, self._in_transaction = [], False
-        if self.abort_error is not None:
-            raise self.abort_error
-
-    def detach(self) -> None:
-        self.detached, self._in_transaction = True, False
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class _Delivered:
-    def __init__(self, partition: int, offset: int) -> None:
-        self._p, self._o = partition, offset
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
 
 
 class _NoTable:
@@ -241,7 +108,7 @@ def _upsert(broker: FakeBroker, topics: Topics, stream_id: str) -> None:
 def test_an_abort_that_fails_renews_the_clients_and_redoes_the_void_transaction_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broker = FakeBroker()
+    broker = FakeBroker(PARTITIONS)
     timed_out = TransactionAborted("commit_transaction: 1 message timed out")
     invalid = _abort_failed("abort_transaction: Broker: Producer attempted a transactional "
                             "operation in an invalid state")  # fmt: skip
@@ -271,7 +138,7 @@ def test_an_abort_that_fails_renews_the_clients_and_redoes_the_void_transaction_
 def test_a_gone_cluster_is_waited_for_then_the_clients_are_renewed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broker = FakeBroker()
+    broker = FakeBroker(PARTITIONS)
     gave_up = TransactionFatal("commit_transaction: Local: Timed out")
     broker.faults = [{"commit_error": gave_up}]
     broker.reachable = False
@@ -301,7 +168,7 @@ def test_a_start_whose_init_transactions_times_out_waits_and_renews_instead_of_e
 ) -> None:
     """A coordinator restarted while its transaction coordinator moves (the cluster chaos run:
     `init_transactions: Timed out`, status 1 at start) goes through the same renewal."""
-    broker = FakeBroker()
+    broker = FakeBroker(PARTITIONS)
     broker.faults = [{"init_error": TransactionFatal("init_transactions: Local: Timed out")}]
     broker.reachable = False
     engine = _engine(tmp_path, broker, monkeypatch, "renew-start")
@@ -323,7 +190,7 @@ def test_a_stalled_consumer_gets_new_clients(
 ) -> None:
     """What TransactionalClients.poll raises when its consumer sits behind readable records
     for 30 s (streams.kafka.progress)."""
-    broker = FakeBroker()
+    broker = FakeBroker(PARTITIONS)
     stalled = getattr(transactions, "ConsumerStalled", TransactionFatal)
     broker.faults = [{"poll_error": stalled("consumer: behind on control[0] at 0 of 1")}]
     engine = _engine(tmp_path, broker, monkeypatch, "renew-stall")

@@ -15,7 +15,7 @@ from streams.coordinator.processor import Processor
 from streams.core import OutagePolicy, SourceCounts, StreamConfig, create_state
 from streams.wire import HealthMessage, SourceCountsModel, decode_health, health_key
 
-from .fakes import T0, Driver, ack, at, nack
+from .fakes import T0, Driver, ack, at, delivery, nack
 
 BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
 S_STREAMS = ("s-1", "s-2", "s-3", "s-4")
@@ -73,7 +73,7 @@ def guarded(
         d.flush_ms,
         replay_store=d.replay_store,
         monotonic_ms=lambda: d._last_now_ms,
-        transactional=transactional,
+        delivery=delivery(transactional),
         health=health,
     )
     return d

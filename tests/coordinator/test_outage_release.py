@@ -18,7 +18,7 @@ from streams.coordinator.health import SourceHealth
 from streams.coordinator.processor import Processor
 from streams.core import OutagePolicy
 
-from .fakes import T0, Driver, ack, at, nack
+from .fakes import T0, Driver, ack, at, delivery, nack
 
 SECOND_MS = 1_000
 
@@ -44,7 +44,7 @@ def release_burst(streams: int = 600, transactional: bool = False) -> Burst:
         d.flush_ms,
         replay_store=d.replay_store,
         monotonic_ms=lambda: d._last_now_ms,
-        transactional=transactional,
+        delivery=delivery(transactional),
         health=health,
     )
     ids = [f"s-{i}" for i in range(streams)]

@@ -117,7 +117,7 @@ def test_reset_drops_what_was_not_checkpointed_and_rebuilds_before_the_next_inpu
     d.result(ack(first), at(10, 5, 1))  # then the transaction aborts
     assert d.store.snapshot() == committed
 
-    d.processor.reset()  # the store was rolled back (nothing was written since)
+    d.abort()  # the store is rolled back, the Processor reset
     assert len(d.processor.index) == 0 and d.processor._ownership.unbuilt == {d.partition(SID)}
     d.emitter.clear()
     d.result(ack(first), at(10, 5, 2))  # the input again, after the rewind

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from streams.coordinator.confluent.records import TransactionRecords
 from streams.coordinator.record import Record
-from streams.coordinator.records import Records
+from streams.coordinator.records import Records, WriteThroughRecords
 from streams.core import StreamConfig, create_state
 
 from .fakes import T0, InMemoryStore
@@ -19,8 +22,14 @@ def _record(stream_id: str) -> Record:
     return Record.new(state)
 
 
+def _records(store: InMemoryStore, transactional: bool, cache_size: int) -> Any:
+    if transactional:
+        return TransactionRecords(store, cache_size)
+    return WriteThroughRecords(store, cache_size)
+
+
 def _held(records: Records) -> int:
-    return len(records._live) + len(records._cache)
+    return len(getattr(records, "_live", ())) + len(getattr(records, "_cache", ()))
 
 
 @pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
@@ -28,7 +37,7 @@ def test_the_cache_holds_at_most_its_size_however_many_records_are_saved(
     transactional: bool,
 ) -> None:
     store = InMemoryStore()
-    records = Records(store, transactional, cache_size=SIZE)
+    records = _records(store, transactional, cache_size=SIZE)
     for i in range(10 * SIZE):
         sid = f"s-{i}"
         record = _record(sid)
@@ -47,7 +56,7 @@ def test_the_cache_holds_at_most_its_size_however_many_records_are_saved(
 
 def test_a_changed_record_evicted_before_the_checkpoint_is_still_written() -> None:
     store = InMemoryStore()
-    records = Records(store, True, cache_size=SIZE)
+    records = TransactionRecords(store, cache_size=SIZE)
     first = _record("first")
     records.save("first", first, None)
     for i in range(3 * SIZE):  # pushes "first" out of the cache before any checkpoint
@@ -60,7 +69,7 @@ def test_a_changed_record_evicted_before_the_checkpoint_is_still_written() -> No
 
 def test_the_least_recently_used_record_goes_first() -> None:
     store = InMemoryStore()
-    records = Records(store, True, cache_size=2)
+    records = TransactionRecords(store, cache_size=2)
     for sid in ("a", "b"):
         records.save(sid, _record(sid), None)
     records.checkpoint()
@@ -68,3 +77,29 @@ def test_the_least_recently_used_record_goes_first() -> None:
     records.save("c", _record("c"), None)
     assert list(records._live) == ["a", "c"]
     assert records.load("a") is a
+
+
+def test_a_change_waits_in_the_transactions_buffer_only() -> None:
+    """Confluent: a record's bytes are written to the store it is given (the open transaction's
+    write-back buffer, which the changelog and RocksDB are written from), not held a second
+    time: its restore point is there as soon as it is made, and a failed event goes back to
+    it from there."""
+    store = InMemoryStore()
+    store.buffer = {}  # the transaction's buffer: nothing reaches `data` before a commit
+    records = TransactionRecords(store, cache_size=SIZE)
+    record = _record("a")
+    records.save("a", record, None)
+    assert store.buffer == {}  # changed in memory, not encoded yet
+    before = record.encode(exact=False)
+    assert records.load("a") is record  # its next event: the restore point is made
+    assert store.buffer == {"a": before}
+    record.bypasses += 1  # the event changes it, then fails halfway
+    records.discard("a")
+    again = records.load("a")
+    assert again is not None and again.bypasses == 0 and again is not record
+    records.save("a", again, None)
+    again.bypasses = 5
+    records.checkpoint()
+    assert store.buffer == {"a": again.encode(exact=False)} and store.data == {}
+    records.delete("a")
+    assert store.buffer == {"a": None} and records.dirty()

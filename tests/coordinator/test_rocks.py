@@ -31,7 +31,7 @@ def test_writes_wait_in_memory_until_the_transaction_commits(tmp_path: Path) -> 
     assert streams.get("a1") == b"one"  # the open transaction reads its own writes
     assert state.stores[0].get(STREAMS + b"a1") is None  # RocksDB does not have it yet
     assert list(state.pending()) == [(0, b"sa1", b"one")]
-    state.committed({0: 41})
+    state.persist({0: 41})
     assert state.stores[0].get(STREAMS + b"a1") == b"one"
     assert state.stores[0].offset == 41
     assert list(state.pending()) == []
@@ -41,7 +41,7 @@ def test_an_abort_drops_the_open_transaction_and_keeps_what_was_committed(tmp_pa
     state = _state(tmp_path)
     streams = state.view(STREAMS)
     streams.set("a1", b"committed")
-    state.committed({0: 7})
+    state.persist({0: 7})
     streams.set("a1", b"uncommitted")
     streams.delete("a1")
     assert streams.get("a1") is None
@@ -53,7 +53,7 @@ def test_an_abort_drops_the_open_transaction_and_keeps_what_was_committed(tmp_pa
 def test_data_and_offset_survive_a_reopen_together(tmp_path: Path) -> None:
     state = _state(tmp_path)
     state.view(STREAMS).set("b1", b"x")
-    state.committed({1: 3})
+    state.persist({1: 3})
     state.close_all()
     reopened = PartitionStore(tmp_path / "partition-1")
     assert (reopened.get(STREAMS + b"b1"), reopened.offset) == (b"x", 3)
@@ -66,7 +66,7 @@ def test_tables_are_apart_and_items_merge_the_open_transaction(tmp_path: Path) -
     streams.set("a1", b"1")
     streams.set("b1", b"2")
     replays.set("a1", b"r")
-    state.committed({0: 1, 1: 1})
+    state.persist({0: 1, 1: 1})
     streams.set("a2", b"3")  # open
     streams.delete("b1")  # open
     assert sorted(streams.items()) == [("a1", b"1"), ("a2", b"3")]
@@ -110,7 +110,7 @@ class _Changelog:
 def test_a_restore_replays_the_changelog_from_the_offset_the_store_holds(tmp_path: Path) -> None:
     state = _state(tmp_path)
     state.view(STREAMS).set("a1", b"old")
-    state.committed({0: 1})  # the store holds the changelog up to offset 1
+    state.persist({0: 1})  # the store holds the changelog up to offset 1
     changelog = _Changelog({0: [(0, b"sa1", b"0"), (1, b"sa1", b"old"), (2, b"sa1", b"new"),
                                 (3, b"sa2", b"2"), (4, b"sa2", None)]})  # fmt: skip
     assert state.restore(changelog, [0]) == 3
@@ -123,7 +123,7 @@ def test_a_store_of_another_history_is_wiped_and_restored_whole(tmp_path: Path) 
     """A store ahead of the changelog's end (the topic was re-created) is not trusted."""
     state = _state(tmp_path)
     state.view(STREAMS).set("a1", b"stale")
-    state.committed({0: 9})
+    state.persist({0: 9})
     changelog = _Changelog({0: [(0, b"sa2", b"2")]})
     assert state.restore(changelog, [0]) == 1
     assert changelog.starts == {0: 0}
@@ -140,7 +140,7 @@ def test_the_memtables_of_every_store_stay_within_one_budget(tmp_path: Path) -> 
     for batch in range(100):
         for i in range(1000):
             streams.set(f"{'ab'[i % 2]}{batch}-{i}", value)
-        state.committed({0: batch, 1: batch})
+        state.persist({0: batch, 1: batch})
     held = sum(
         store._db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
         for store in state.stores.values()
@@ -282,14 +282,14 @@ def test_a_committed_write_is_dated_from_before_its_changelog_records(tmp_path: 
     clock.now_ms = 30_000
     state.view(STREAMS).set("a2", b"y")
     clock.now_ms = 40_000  # the commit, and the RocksDB write after it
-    state.committed({0: 7})
+    state.persist({0: 7})
     assert state.stores[0].mark == StoreMark("history-1", 7, 20_000)
     clock.now_ms = 50_000
     state.view(STREAMS).set("a1", b"z")
     state.abort()  # an aborted transaction dates nothing
     clock.now_ms = 60_000
     state.view(STREAMS).set("a2", b"w")
-    state.committed({0: 9})
+    state.persist({0: 9})
     assert state.stores[0].mark == StoreMark("history-1", 9, 60_000)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streams.coordinator import views as views_module
+from streams.coordinator.confluent import delivery as views_module
 from streams.coordinator.record import Record, stored_summary
 
 from .fakes import Driver, ack, at
