@@ -43,6 +43,7 @@ from streams.errors import InvalidInput
 from streams.handler import SHUTDOWN, Handler, Nack, Outcome, Task
 from streams.kafka.member import Delivered, Fetched, Partition
 from streams.wire import decode_task, stream_key
+from streams.worker.backpressure import Backpressure
 from streams.worker.commits import Committer
 from streams.worker.config import WorkerConfig
 from streams.worker.jobs import Job, JobBoard
@@ -54,10 +55,8 @@ from streams.worker.results import checked_outcome, error_outcome, heartbeat_val
 
 log = logging.getLogger("streams.worker")
 
-# Backpressure (see `WorkerRuntime._apply_backpressure`): how long a full buffer holds the
-# poll before every partition is paused, and how long one wait for a handler lasts meanwhile
-# (short, since a slot frees only once a result's delivery report is served).
-PAUSE_AFTER_MS = 1000
+# How long one wait for a handler lasts while the buffer is full (streams.worker.backpressure):
+# short, since a slot frees only once a result's delivery report is served.
 HOLD_WAIT_S = 0.005
 
 
@@ -101,9 +100,7 @@ class WorkerRuntime:
         self._board = JobBoard(config.concurrency, int(config.max_task_s * 1000))
         self._outcomes: queue.SimpleQueue[tuple[Job, Outcome, float]] = queue.SimpleQueue()
         self._redeliver: list[Job] = []
-        self._paused = False
-        self._holding = False  # the buffer is full and the loop waits for a handler
-        self._full_since_ms: int | None = None  # monotonic; since when it is full
+        self._backpressure = Backpressure(config.concurrency + config.buffer, config.buffer)
 
         self._source = source
         self._commits = Committer(source, self._tracker, commit_interval_s)
@@ -177,7 +174,7 @@ class WorkerRuntime:
         if accepting:
             self._apply_backpressure()
         self._in_flight.set(len(self._board))
-        if self._holding:  # full for a moment: wait for a handler rather than poll
+        if self._backpressure.holding:  # full for a moment: wait for a handler, not poll
             self._wait_for_outcome(HOLD_WAIT_S)
             return
         # While a handler runs, a blocking poll would keep its result waiting for the poll's
@@ -326,38 +323,12 @@ class WorkerRuntime:
         self._stop.set()
 
     def _apply_backpressure(self) -> None:
-        """Take no more than concurrency + buffer tasks at once.
-
-        A pause costs about a second: librdkafka drops what it had prefetched, and fetches
-        again only at its next fetch decision after the resume (bench/worker_bench.py: 159
-        results/s paused at every full buffer, against 683 never paused, for 800 that 16
-        threads of 20 ms tasks allow). So while full, the loop first stops polling and waits
-        for a handler (`_holding`), which keeps the prefetch; only a buffer full for
-        `PAUSE_AFTER_MS` (long tasks) pauses every partition, which also lets the loop poll
-        again, to serve rebalances. Paused, it resumes once half the buffer has drained, so
-        that one resume fetches many tasks.
-        """
-        cfg, taken = self._config, len(self._board)
-        limit = cfg.concurrency + cfg.buffer
-        if self._paused:
-            if taken <= limit - max(1, (cfg.buffer + 1) // 2):
-                self._source.resume()
-                self._paused = False
-            return
-        if taken < limit:
-            self._full_since_ms = None
-            self._holding = False
-            return
-        mono_ms = self._monotonic_ms()
-        if self._full_since_ms is None:
-            self._full_since_ms = mono_ms
-        if mono_ms - self._full_since_ms < PAUSE_AFTER_MS:
-            self._holding = True
-            return
-        self._holding = False
-        self._full_since_ms = None
-        self._source.pause()
-        self._paused = True
+        """Take no more than concurrency + buffer tasks at once (streams.worker.backpressure)."""
+        step = self._backpressure.step(len(self._board), self._monotonic_ms())
+        if step == "resume":
+            self._source.resume()
+        elif step == "pause":
+            self._source.pause()
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -391,8 +362,7 @@ class WorkerRuntime:
 
     def _stop_fetching(self) -> None:
         self._source.pause()
-        self._paused = True
-        self._holding = False
+        self._backpressure.stopped()
 
     def _close(self) -> None:
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from streams.handler import HANDLER_ERROR, SHUTDOWN, Ack, Nack, Outcome, Task
-from streams.worker.runtime import PAUSE_AFTER_MS
+from streams.worker.backpressure import PAUSE_AFTER_MS
 from tests.worker.fakes import TASKS, Worker
 from tests.worker.kafka_helpers import make_task
 
