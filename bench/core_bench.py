@@ -25,9 +25,9 @@ from streams.core import (
     StreamState,
     Task,
     advance,
+    announce,
     apply_result,
     create_state,
-    flush,
     state_from_dict,
     state_to_dict,
 )
@@ -64,7 +64,7 @@ def ack_cycles(streams: int, rounds: int) -> tuple[int, float]:
             )
             pairs[i] = (state, _only_task(apply_result(state, result, NOW_MS)))
             if len(state.unannounced) >= FLUSH_EVERY:
-                flush(state, NOW_MS)
+                announce(state, NOW_MS)
             decisions += 1
     return decisions, time.perf_counter() - started
 

@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
 from common import own_rss_mib  # noqa: E402
 
 from streams.coordinator import index  # noqa: E402
-from streams.coordinator.eos import GC_THRESHOLD  # noqa: E402
+from streams.coordinator.confluent.engine import GC_THRESHOLD  # noqa: E402
 from tests.coordinator.fakes import Driver  # noqa: E402
 
 NOW_MS = 1_798_500_000_000 - 1_798_500_000_000 % 60_000  # a fixed clock, on a minute

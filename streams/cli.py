@@ -127,11 +127,11 @@ def coordinator(
         web_port=settings.web_port if web_port is None else web_port,
     )
     if settings.engine == "faust":
-        from streams.coordinator.app import run
+        from streams.coordinator.faust.app import run
 
         run(settings, loglevel=loglevel)
     else:
-        from streams.coordinator.eos_main import run_confluent
+        from streams.coordinator.confluent.main import run_confluent
 
         run_confluent(settings, loglevel=loglevel)
 

@@ -29,16 +29,13 @@ ENGINE_LIBRARIES = ("confluent_kafka", "faust", "mode", "aiokafka", "rocksdict")
 # One importer per library: the files that may import it, and nothing else in streams/.
 IMPORTERS: Mapping[str, tuple[str, ...]] = {
     "confluent_kafka": ("streams/kafka/*.py",),
-    "faust": ("streams/coordinator/app.py",),
-    "mode": ("streams/coordinator/app.py",),
-    "aiokafka": ("streams/coordinator/app.py",),
-    "rocksdict": ("streams/coordinator/rocks.py",),
+    "faust": ("streams/coordinator/faust/app.py",),
+    "mode": ("streams/coordinator/faust/app.py",),
+    "aiokafka": ("streams/coordinator/faust/app.py",),
+    "rocksdict": ("streams/coordinator/confluent/rocks.py",),
 }
 # The core's exceptions (tests/core/test_purity.py): the project's errors and msgspec's structs.
 CORE_ALLOWED = ("streams.core", "streams.errors", "msgspec")
-# Loops that this test does not break yet: the confluent engine's, left to its rewrite.
-KNOWN_CYCLES = (frozenset({"streams.coordinator.eos", "streams.coordinator.renewal"}),)
-
 Graph = dict[str, set[str]]
 
 
@@ -211,7 +208,7 @@ def test_the_core_reaches_only_itself_and_the_standard_library() -> None:
 
 
 def test_no_import_loops() -> None:
-    assert [sorted(c) for c in cycles(graph()) if c not in KNOWN_CYCLES] == []
+    assert [sorted(c) for c in cycles(graph())] == []
 
 
 def test_no_loops_between_the_folders_of_streams() -> None:
@@ -340,7 +337,7 @@ def test_the_checker_finds_a_library_out_of_its_place(tmp_path: Path) -> None:
         tmp_path,
         {
             "streams/kafka/x.py": "import confluent_kafka\nfrom faust import App\n",
-            "streams/coordinator/rocks.py": "from rocksdict import Rdict\n",
+            "streams/coordinator/confluent/rocks.py": "from rocksdict import Rdict\n",
             "streams/worker/y.py": "def f():\n    import confluent_kafka.admin\n",
         },
     )

@@ -26,9 +26,9 @@ from streams.core import (
     StreamConfig,
     Task,
     Upsert,
+    announce,
     apply_result,
     create_state,
-    flush,
 )
 from streams.core._checks import (
     MAX_DURATION_MS,
@@ -552,7 +552,7 @@ def core_outputs() -> tuple[Task, Commit, BypassRecord]:
         state, Result("cluster-a", T1, second.end_ms, 1, "nack", error=error), T0 + 300_000
     )
     (bypass,) = bypassed.bypasses
-    _, commit = flush(state, T0 + 300_000)
+    _, commit = announce(state, T0 + 300_000)
     assert commit is not None and [w.reason for w in commit.windows] == ["ack", "bypass"]
     return first, commit, bypass
 

@@ -1,7 +1,7 @@
 """Announcing progress: a stream's finished windows go out on `commits` (and its bypass records
 on `bypassed`). What the engines share is here; when a commit goes out and what confirms it is the
 engine's delivery: the Faust engine's outbox with delivery confirmations
-(streams.coordinator.faust_outbox.OutboxAnnouncer), or the Kafka transaction, where outputs are
+(streams.coordinator.faust.outbox.OutboxAnnouncer), or the Kafka transaction, where outputs are
 durable exactly when the state is (streams.coordinator.confluent.delivery.TransactionAnnouncer).
 """
 
@@ -16,7 +16,7 @@ import orjson
 from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
-from streams.core import BypassRecord, Commit, flush
+from streams.core import BypassRecord, Commit, announce
 from streams.core.announce import FLUSH_MAX_WINDOWS as FLUSH_MAX_WINDOWS  # re-exported
 from streams.topics import Topics
 from streams.wire import bypassed_key, encode_commit
@@ -69,8 +69,8 @@ class Announcer:
         """Whether the stream's announcements wait to be sent again (its tick does it)."""
         raise NotImplementedError
 
-    def flush_if_due(self, record: Record, now_ms: int, out: list[Message]) -> int | None:
-        """Announce the stream's finished windows when it is time; return when to flush next
+    def announce_if_due(self, record: Record, now_ms: int, out: list[Message]) -> int | None:
+        """Announce the stream's finished windows when it is time; return when to announce next
         if windows are left waiting for a time (None: no time to wait for)."""
         raise NotImplementedError
 
@@ -119,8 +119,8 @@ class Announcer:
         out.append(self._bypass_message(record.state.config.stream_id, wire))
         self.stats["bypasses"] += 1
 
-    def flush(self, record: Record, now_ms: int, out: list[Message]) -> None:
-        record.state, commit = flush(record.state, now_ms)
+    def announce(self, record: Record, now_ms: int, out: list[Message]) -> None:
+        record.state, commit = announce(record.state, now_ms)
         if commit is None:
             return
         record.committed_ms = now_ms

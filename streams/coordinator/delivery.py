@@ -23,7 +23,7 @@ class Delivery(Protocol):
 
     The engine hands one to its Processor, which builds its records, announcer and views from
     it and otherwise never asks which engine it runs under. Two exist: the Faust engine's outbox
-    with delivery confirmations (streams.coordinator.faust_outbox.OutboxDelivery) and the Kafka
+    with delivery confirmations (streams.coordinator.faust.outbox.OutboxDelivery) and the Kafka
     transaction (streams.coordinator.confluent.delivery.TransactionDelivery).
     """
 

@@ -32,7 +32,7 @@ from streams.core import (
     apply_result,
     next_due_ms,
 )
-from streams.core.lifecycle import UNKNOWN_STREAM, ended_reason
+from streams.core.results import UNKNOWN_STREAM, ended_reason
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
 from streams.topics import Topics
@@ -214,11 +214,12 @@ class Inputs:
         record: Record | None,
         decision: Decision,
         now_ms: int,
-        flush: bool = False,
+        announce_now: bool = False,
     ) -> None:
-        """Emit what the decision says, flush commits when due (`flush`: at once, whatever the
-        engine's interval), save, and re-index. Every output is built and the record encoded
-        before anything is sent, so that an event that fails on the way sends nothing.
+        """Emit what the decision says, announce finished windows when due (`announce_now`: at
+        once, whatever the engine's interval), save, and re-index. Every output is built and the
+        record encoded before anything is sent, so that an event that fails on the way sends
+        nothing.
         """
         self._loaded = stream_id
         state = decision.state
@@ -263,16 +264,16 @@ class Inputs:
             if self.replays is not None:
                 self.replays.note_bypasses(stream_id, decision.bypasses)
         flush_at = None
-        if flush:  # the live commit over a replayed window, before the replayed one
-            announcer.flush(record, now_ms, out)
+        if announce_now:  # the live commit over a replayed window, before the replayed one
+            announcer.announce(record, now_ms, out)
         elif state.unannounced:
             if state.deleted_ms is None:
-                flush_at = announcer.flush_if_due(record, now_ms, out)
+                flush_at = announcer.announce_if_due(record, now_ms, out)
             else:
-                # The windows finished before a delete go out with it, whatever the flush
+                # The windows finished before a delete go out with it, whatever the announcement
                 # interval (Faust) or the transaction boundary (confluent) would have said:
                 # nothing flushes a deleted stream later (issue 25, defect 10).
-                announcer.flush(record, now_ms, out)
+                announcer.announce(record, now_ms, out)
         records = self.records
         view = self.views.with_save(record, now_ms)  # None: the engine publishes it later
         if view is not None:
@@ -292,7 +293,8 @@ class Inputs:
         flush_at: int | None = None,
         stream_id: str | None = None,
     ) -> None:
-        """When the stream next needs the clock: a dispatch, a deadline, a flush or a replay."""
+        """When the stream next needs the clock: a dispatch, a deadline, an announcement or a
+        replay."""
         if stream_id is None:
             stream_id = record.state.config.stream_id
         wake = next_due_ms(record.state)
@@ -381,7 +383,7 @@ class Inputs:
 
         def announce_live() -> None:  # the live commit over a replayed window goes first
             sid = result.stream_id
-            self.apply(partition, sid, record, Decision(record.state), now_ms, flush=True)
+            self.apply(partition, sid, record, Decision(record.state), now_ms, announce_now=True)
 
         decision = self.replays.on_result(record.state, result, now_ms, announce_live)
         if decision is None:

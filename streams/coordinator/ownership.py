@@ -14,7 +14,7 @@ that is not caught up within `catch_up_max_ms` (monotonic) is treated as caught 
 stuck read cannot suppress timeouts for good.
 
 Two clocks: `now_ms`, the wall clock, passed in and used for window times only (due, deadline,
-flush); `monotonic_ms`, for intervals inside the process (a tick's resend), so that a step of
+announcement); `monotonic_ms`, for intervals inside the process (a tick's resend), so that a step of
 the wall clock neither withholds a tick nor sends a burst of them.
 """
 

@@ -1,10 +1,10 @@
 """The coordinator's adapter logic, free of any engine: one facade over three ideas.
 
 `Processor.on_message` handles one input from `control`, `results` or the internal `ticks`
-topic. The engines (the Faust app, streams/coordinator/app.py; the confluent one,
-streams/coordinator/eos.py) feed it events and give it a `StateStore`, an `Emitter` and their
-unit of work, a `Delivery` (streams.coordinator.ports); tests drive it in-process with
-in-memory ones (tests/coordinator/fakes.py). The ideas live apart:
+topic. The engines (the Faust app, streams/coordinator/faust/app.py; the confluent one,
+streams/coordinator/confluent/engine.py) feed it events and give it a `StateStore`, an
+`Emitter` and their unit of work, a `Delivery` (streams.coordinator.delivery); tests drive it
+in-process with in-memory ones (tests/coordinator/fakes.py). The ideas live apart:
 
 - `inputs`: the input path, decode → load → decide → save → emit;
 - `announcer`: announcing finished windows on `commits`;
@@ -12,7 +12,7 @@ in-memory ones (tests/coordinator/fakes.py). The ideas live apart:
 - `ownership`: owned partitions, their due-index, ticks, and the rebuild from the store;
 - `records`: the records in memory;
 - the engine's delivery, which builds the last three and says when outputs and records become
-  durable: the Faust outbox (streams.coordinator.faust_outbox) or the Kafka transaction
+  durable: the Faust outbox (streams.coordinator.faust.outbox) or the Kafka transaction
   (streams.coordinator.confluent.delivery). Nothing else asks which engine runs.
 
 Everything written for a stream happens while handling an event of that stream's partition
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS
 from streams.coordinator.delivery import Delivery
-from streams.coordinator.faust_outbox import OutboxDelivery
+from streams.coordinator.faust.outbox import OutboxDelivery
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs

@@ -2,7 +2,7 @@
 
 A view goes out when it differs from the one last published from the record (its time of
 change aside), and a deleted stream gets a tombstone. When they go out is the engine's delivery:
-with the event's other outputs under Faust (streams.coordinator.faust_outbox), at checkpoint and
+with the event's other outputs under Faust (streams.coordinator.faust.outbox), at checkpoint and
 at most once per interval under the Kafka transaction (streams.coordinator.confluent.delivery).
 """
 
@@ -26,7 +26,7 @@ _DELETED: tuple[Any, ...] = ("deleted",)
 
 class Views:
     """A stream's view or tombstone as a message, once per change; when it goes out is the
-    engine's delivery (streams.coordinator.faust_outbox.OutboxViews, or
+    engine's delivery (streams.coordinator.faust.outbox.OutboxViews, or
     streams.coordinator.confluent.delivery.TransactionViews)."""
 
     def __init__(self, topics: Topics, wake: Callable[[str], None]) -> None:

@@ -7,6 +7,7 @@ are here too, each once: `takeover` (the takeover grace), `announce` (commit coa
 exported here.
 """
 
+from streams.core.announce import announce
 from streams.core.codec import (
     state_from_dict,
     state_from_row,
@@ -15,13 +16,12 @@ from streams.core.codec import (
     state_to_row,
 )
 from streams.core.config import StreamConfig, config_from_dict, config_to_dict
+from streams.core.due import next_due_ms
 from streams.core.lifecycle import (
     advance,
     apply_control,
     apply_result,
     create_state,
-    flush,
-    next_due_ms,
 )
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
@@ -80,13 +80,13 @@ __all__ = [
     "Upsert",
     "Window",
     "advance",
+    "announce",
     "apply_control",
     "apply_result",
     "bypass_key",
     "config_from_dict",
     "config_to_dict",
     "create_state",
-    "flush",
     "in_outage",
     "is_failing",
     "next_due_ms",

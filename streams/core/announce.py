@@ -1,4 +1,5 @@
-"""Announcement coalescing: when a stream's finished windows go out on `commits`.
+"""Announcements: what a stream's finished windows make on `commits` (`announce`), and when
+they go out (coalescing).
 
 A stream's first announcement after a quiet interval goes out at once (so ack-to-commit latency
 stays low); later ones within `interval_ms` of it wait and go out together, as one commit. A
@@ -8,6 +9,8 @@ that one commit stays bounded. An engine that announces at its own checkpoints a
 """
 
 from __future__ import annotations
+
+from streams.core.model import Commit, StreamState
 
 # Announce a stream's windows at once when this many wait: a commit lists each of them, and
 # 256 keep it a few KiB.
@@ -29,3 +32,19 @@ def announce_at_ms(waiting: int, now_ms: int, last_ms: int | None, interval_ms: 
     if last_ms is not None and 0 <= now_ms - last_ms < interval_ms and not announce_full(waiting):
         return last_ms + interval_ms
     return now_ms
+
+
+def announce(state: StreamState, now_ms: int) -> tuple[StreamState, Commit | None]:
+    """Announce every unannounced committed window in one Commit (None if there is none)."""
+    if not state.unannounced:
+        return state, None
+    commit = Commit(
+        stream_id=state.config.stream_id,
+        downstream_ms=state.downstream_ms,
+        previous_ms=state.announced_ms,
+        committed_ms=now_ms,
+        windows=tuple(state.unannounced),
+    )
+    state.announced_ms = state.downstream_ms
+    state.unannounced = []
+    return state, commit

@@ -28,12 +28,12 @@
 |                         | downstream_ms reaches it the stream is finished (finished_ms = now)   |
 |                         | until an upsert moves end_ms on                                       |
 | delete                  | deleted_ms = now, nothing more is dispatched; windows finished before |
-|                         | it stay unannounced for the adapter to flush with the delete (never   |
+|                         | it stay unannounced for the adapter to announce with the delete (never|
 |                         | dropped); results and controls (an upsert re-creates it) are rejected |
 |                         | with the reason                                                       |
 | finished or deleted     | collected by `advance` (Decision(None)) once gc_grace_ms has passed;  |
 |   for gc_grace_ms       | a finished stream's results are rejected with the reason until then   |
-| flush                   | one Commit for all unannounced intervals; announced_ms = downstream_ms|
+| announce (core.announce)| one Commit for all unannounced intervals; announced_ms = downstream_ms|
 
 Time is an argument (`now_ms`). Every function updates the state it is given IN PLACE and returns
 it in the Decision: a caller that needs the old state must keep a copy (`state_to_dict`). A rejected
@@ -43,15 +43,11 @@ every accepted input ends by dispatching whatever is due at `now_ms`.
 
 from __future__ import annotations
 
-import hashlib
-import json
-
-from streams.core.config import StreamConfig, config_to_dict
+from streams.core.config import StreamConfig
 from streams.core.hold import bypass_held, held_ms
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
     BypassRecord,
-    Commit,
     CommittedWindow,
     Control,
     Decision,
@@ -66,6 +62,13 @@ from streams.core.model import (
     Window,
     task_id,
 )
+from streams.core.results import (
+    UNKNOWN_STREAM,
+    ended_reason,
+    incarnation_of,
+    other_incarnation,
+    result_problem,
+)
 from streams.core.retry import retry_delay_ms
 
 # The nack kind of a worker that stopped before finishing a task (streams.worker.api.SHUTDOWN).
@@ -78,32 +81,7 @@ TIMEOUT_KIND = "timeout"
 # nack is a failure like any other: retry delay, max_attempts, bypass_after_ms.
 SHUTDOWN_REQUEUES_MAX = 10
 
-UNKNOWN_STREAM = "unknown stream"
 NEVER_DISPATCHED = "window was never dispatched"
-
-
-def ended_reason(state: StreamState) -> str:
-    """Why a finished or deleted stream takes no more input, and until when it is kept."""
-    kept = f"its state is kept until {state.collect_at_ms()} (gc_grace_ms), then forgotten"
-    if state.deleted_ms is not None:
-        return f"{UNKNOWN_STREAM}: deleted at {state.deleted_ms}; {kept}"
-    return (
-        f"stream finished at end_ms {state.config.end_ms} (at {state.finished_ms}); "
-        f"no window is left to answer; {kept}"
-    )
-
-
-def incarnation_of(config: StreamConfig, now_ms: int) -> int:
-    """The identity of the stream created by upserting `config` at `now_ms`: 53 bits of a hash
-    of both, so the same input always makes the same one (a replayed input decides the same).
-
-    A delete forgets the stream entirely, so nothing can be counted across it; the creation time
-    and config tell two creations apart unless both come at the same millisecond with the same
-    config, and then a result of one is the very work the other asks for.
-    """
-    text = json.dumps([now_ms, config_to_dict(config)], sort_keys=True, separators=(",", ":"))
-    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 11
 
 
 def create_state(config: StreamConfig, now_ms: int) -> Decision:
@@ -145,8 +123,8 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
         return Decision(state, rejected=ended_reason(state))
     if isinstance(control, Delete):
         # `unannounced` is kept: those windows were finished downstream before the delete, and
-        # the adapter announces them with it (a flush), so that what `commits` holds does not
-        # depend on whether a flush or a transaction boundary fell between the ack and the delete.
+        # the adapter announces them with it, so that what `commits` holds does not depend on
+        # whether an announcement or a transaction boundary fell between the ack and the delete.
         state.deleted_ms = now_ms
         state.windows = []
         state.paused = False
@@ -244,76 +222,6 @@ def advance(
             else:
                 bypasses.append(bypass)
     return _decide(state, now_ms, tuple(bypasses), timeouts, requeues)
-
-
-def next_due_ms(state: StreamState, deadlines: bool = True) -> int | None:
-    """The earliest `now_ms` at which `advance` would change something, or None if never.
-
-    `deadlines=False`: the earliest dispatch alone (what `advance(..., expire=False)` does).
-    A finished or deleted stream has nothing due (its collection is `retention.scavenge_due_ms`).
-    """
-    earliest: int | None = None
-    paused = state.paused
-    for window in state.windows:
-        if window.in_flight:
-            if not deadlines:
-                continue
-            at = window.deadline_ms
-        elif window.finished or paused:
-            continue
-        else:
-            at = window.due_ms
-        if at is not None and (earliest is None or at < earliest):
-            earliest = at
-    return earliest
-
-
-def flush(state: StreamState, now_ms: int) -> tuple[StreamState, Commit | None]:
-    """Announce every unannounced committed window in one Commit (None if there is none)."""
-    if not state.unannounced:
-        return state, None
-    commit = Commit(
-        stream_id=state.config.stream_id,
-        downstream_ms=state.downstream_ms,
-        previous_ms=state.announced_ms,
-        committed_ms=now_ms,
-        windows=tuple(state.unannounced),
-    )
-    state.announced_ms = state.downstream_ms
-    state.unannounced = []
-    return state, commit
-
-
-def other_incarnation(incarnation: object, current: int) -> str:
-    return (
-        f"incarnation {incarnation!r} is not the stream's ({current}): the result is for the "
-        "stream as it was before it was deleted and created again"
-    )
-
-
-def result_problem(result: Result, now_ms: int) -> str | None:
-    """Why `result` cannot be applied on its own terms, or None."""
-    if not isinstance(result, Result):
-        return "not a Result"
-    if type(now_ms) is not int:
-        return "now_ms must be an integer"
-    start_ms, end_ms = result.start_ms, result.end_ms
-    if type(start_ms) is not int or type(end_ms) is not int or type(result.attempt) is not int:
-        return "start_ms, end_ms and attempt must be integers"
-    if start_ms >= end_ms:
-        return "start_ms must be before end_ms"
-    if result.attempt < 1:
-        return "attempt must be >= 1"
-    outcome = result.outcome
-    if outcome == "ack":
-        ack_ms = result.ack_ms
-        if type(ack_ms) is not int or not start_ms < ack_ms <= end_ms:
-            return f"ack_ms {ack_ms!r} must satisfy start_ms < ack_ms <= end_ms"
-    elif outcome != "nack" and outcome != "heartbeat":
-        return f"unknown outcome {outcome!r}"
-    if result.error is not None and not isinstance(result.error, ErrorInfo):
-        return "error must be an ErrorInfo"
-    return None
 
 
 def _ack(state: StreamState, window: Window, index: int, ack_ms: int, now_ms: int) -> None:

@@ -47,7 +47,6 @@ from typing import Any
 
 from streams.core._checks import check_int
 from streams.core.lanes import replay_window
-from streams.core.lifecycle import other_incarnation, result_problem
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
     BypassRecord,
@@ -58,6 +57,7 @@ from streams.core.model import (
     Task,
     task_id,
 )
+from streams.core.results import other_incarnation, result_problem
 from streams.errors import InvalidInput
 
 # A stream that keeps failing lists one window per bypass; the oldest are dropped beyond this

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from streams.core.lifecycle import next_due_ms
+from streams.core.due import next_due_ms
 from streams.core.model import StreamState
 
 

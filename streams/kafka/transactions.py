@@ -5,7 +5,7 @@ through the consumer group (the group metadata sent with the offsets) and throug
 `transactional.id` per instance (a restart fences its predecessor at `init_transactions`).
 librdkafka's errors are translated here, in one place, into three outcomes the engine acts on:
 retry the call, abort the transaction (`TransactionAborted`), or renew the clients
-(`TransactionFatal` and its kinds: streams.coordinator.renewal).
+(`TransactionFatal` and its kinds: streams.coordinator.confluent.renewal).
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ class TransactionalClients:
     def flush(self, timeout_s: float = CALL_TIMEOUT_S) -> None:
         """Wait for every produced message (the engine leaves this to `commit_transaction`);
         any undelivered one means the transaction aborts. One call: stop signals are served on
-        a thread of their own (streams.coordinator.signals), not between slices of it."""
+        a thread of their own (streams.coordinator.confluent.signals), not between slices of it."""
         left = self._producer.flush(timeout_s)
         if left:
             raise TransactionAborted(f"{left} messages undelivered after {timeout_s:g} s")

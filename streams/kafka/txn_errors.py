@@ -1,6 +1,6 @@
 """The transactional clients' errors: what the confluent engine does about each (abort and
-make the transaction again, or renew the clients: streams.coordinator.renewal, whose metric
-labels are their `reason`)."""
+make the transaction again, or renew the clients: streams.coordinator.confluent.renewal, whose
+metric labels are their `reason`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class TransactionAborted(TidemarkError):
 
 class TransactionFatal(TidemarkError):
     """The clients are unusable (a fatal error, or a call that gave up): the confluent engine
-    renews them (streams.coordinator.renewal); `reason` labels the renewal."""
+    renews them (streams.coordinator.confluent.renewal); `reason` labels the renewal."""
 
     reason = "fatal"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.chaos.exit_audit import Exit, Fault, FaultLog, commit_stalls, stall_after
 
 EXIT_1 = (
-    "INFO streams.coordinator.eos: committed 40 windows\n"
+    "INFO streams.coordinator.confluent.engine: committed 40 windows\n"
     "ERROR streams.coordinator: abort_transaction: Failed to end transaction: Broker: Producer "
     "attempted a transactional operation in an invalid state\n"
     "INFO streams: bye\n"

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from streams.coordinator.confluent.delivery import TransactionDelivery
 from streams.coordinator.delivery import Delivery
-from streams.coordinator.faust_outbox import OutboxDelivery
+from streams.coordinator.faust.outbox import OutboxDelivery
 from streams.coordinator.processor import Processor, partition_of
 from streams.topics import Topics
 

@@ -1,8 +1,9 @@
 """The confluent engine's commit path, in process: the real `ConfluentEngine` and its RocksDB
 state over fake Kafka clients (tests/coordinator/fake_clients.py) that fail at a chosen step.
 
-Each test does what the engine's loop does (streams.coordinator.eos.ConfluentEngine.run): a
-step polls and processes; a commit that raises TransactionAborted is followed by `_abort`.
+Each test does what the engine's loop does
+(streams.coordinator.confluent.engine.ConfluentEngine.run): a step polls and processes; a
+commit that raises TransactionAborted is followed by `_abort`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from streams.coordinator import eos
+from streams.coordinator.confluent.engine import ConfluentEngine
+from streams.coordinator.confluent.rocks import STREAMS
 from streams.coordinator.processor import partition_of
-from streams.coordinator.rocks import STREAMS
 from streams.coordinator.settings import CoordinatorSettings
 from streams.kafka.transactions import TransactionAborted
 from streams.topics import Topics
@@ -41,7 +42,7 @@ class _Hold:
 class _Points:
     """The crash-point hook, recording what each point saw instead of killing the process."""
 
-    def __init__(self, broker: FakeBroker, engine: eos.ConfluentEngine) -> None:
+    def __init__(self, broker: FakeBroker, engine: ConfluentEngine) -> None:
         self.broker, self.engine = broker, engine
         self.seen: list[tuple[str, int, int]] = []  # (point, tasks visible, store offset)
 
@@ -50,7 +51,7 @@ class _Points:
         self.seen.append((point, self.broker.count(self.engine.topics.tasks), store.offset))
 
 
-def _engine(tmp_path: Path, broker: FakeBroker, name: str = "a") -> eos.ConfluentEngine:
+def _engine(tmp_path: Path, broker: FakeBroker, name: str = "a") -> ConfluentEngine:
     settings = CoordinatorSettings(
         topics=Topics("commit"),
         data_dir=tmp_path / name,
@@ -58,7 +59,7 @@ def _engine(tmp_path: Path, broker: FakeBroker, name: str = "a") -> eos.Confluen
         view_interval_ms=0,
         instance_id=name,
     )
-    engine = eos.ConfluentEngine(settings, clients=broker.make, probe=lambda: True)
+    engine = ConfluentEngine(settings, clients=broker.make, probe=lambda: True)
     changelog = FakeChangelog(broker, engine.topics.eos_changelog)
 
     def restore(partitions: list[int]) -> int:
@@ -80,11 +81,11 @@ def _upsert(broker: FakeBroker, topics: Topics, stream_id: str = SID) -> None:
     broker.append(topics.control, partition_of(key, PARTITIONS), key, json.dumps(value).encode())
 
 
-def _step(engine: eos.ConfluentEngine) -> None:
+def _step(engine: ConfluentEngine) -> None:
     engine._step(_Hold(), time.monotonic())  # type: ignore[arg-type]
 
 
-def _commit(engine: eos.ConfluentEngine) -> bool:
+def _commit(engine: ConfluentEngine) -> bool:
     """Commit as the loop does; return whether it committed (else it aborted and rewound)."""
     try:
         engine.commit(time.time_ns() // 1_000_000)
@@ -94,7 +95,7 @@ def _commit(engine: eos.ConfluentEngine) -> bool:
     return True
 
 
-def _stored(engine: eos.ConfluentEngine, stream_id: str = SID) -> bytes | None:
+def _stored(engine: ConfluentEngine, stream_id: str = SID) -> bytes | None:
     store = engine.state.stores.get(P)
     return None if store is None else store.get(STREAMS + stream_id.encode())
 
@@ -103,7 +104,7 @@ def _tasks(broker: FakeBroker, topics: Topics) -> list[Any]:
     return [(t["stream_id"], t["start_ms"]) for t in broker.records(topics.tasks)]
 
 
-def _run_once(engine: eos.ConfluentEngine) -> None:
+def _run_once(engine: ConfluentEngine) -> None:
     for _ in range(3):  # assignment, then the input, then its windows' tick
         _step(engine)
 

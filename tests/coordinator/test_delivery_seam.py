@@ -1,7 +1,7 @@
 """Outside the two delivery modules, no code asks which engine it runs under (issue 27, item 1).
 
 The Processor is handed its engine's unit of work (streams.coordinator.delivery.Delivery); the
-Faust engine's outbox (streams/coordinator/faust_outbox.py) and the Kafka transaction
+Faust engine's outbox (streams/coordinator/faust/outbox.py) and the Kafka transaction
 (streams/coordinator/confluent/) are the only places that know which one it is.
 """
 
@@ -43,7 +43,7 @@ def test_no_module_outside_the_delivery_modules_asks_which_engine_runs() -> None
 
 def test_the_processor_takes_its_delivery_from_the_engine() -> None:
     from streams.coordinator.confluent.delivery import TransactionDelivery
-    from streams.coordinator.faust_outbox import OutboxDelivery
+    from streams.coordinator.faust.outbox import OutboxDelivery
 
     from .fakes import Driver
 

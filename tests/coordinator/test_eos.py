@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from streams.coordinator.crash_points import CRASH_POINTS
+from streams.coordinator.confluent.crash_points import CRASH_POINTS
+from streams.coordinator.confluent.rocks import STREAMS, PartitionStore
 from streams.coordinator.processor import partition_of
 from streams.coordinator.record import Record
-from streams.coordinator.rocks import STREAMS, PartitionStore
 from streams.kafka.settings import KafkaSettings
 from streams.topics import Topics
 from tests.coordinator.fakes import Driver

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from streams.coordinator import eos
+from streams.coordinator.confluent import engine as engine_module
+from streams.coordinator.confluent.engine import ConfluentEngine
+from streams.coordinator.confluent.watchdog import LoopWatchdog
 from streams.coordinator.processor import partition_of
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.watchdog import LoopWatchdog
 from streams.kafka import transactions
 from streams.kafka.transactions import TransactionAborted, TransactionFatal
 from streams.topics import Topics
@@ -48,7 +49,7 @@ def _abort_failed(message: str) -> Exception:
 class Running:
     """The engine's loop on a thread of its own; what ended it, if anything did."""
 
-    def __init__(self, engine: eos.ConfluentEngine) -> None:
+    def __init__(self, engine: ConfluentEngine) -> None:
         self.engine = engine
         self.ended: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="engine-under-test")
@@ -78,13 +79,15 @@ class Running:
 
 
 def _engine(tmp_path: Path, broker: FakeBroker, monkeypatch: pytest.MonkeyPatch,
-            prefix: str) -> eos.ConfluentEngine:  # fmt: skip
-    monkeypatch.setattr(eos, "TransactionalClients", broker.make)
-    monkeypatch.setattr(eos, "cluster_answers", lambda *a, **k: broker.reachable, raising=False)
+            prefix: str) -> ConfluentEngine:  # fmt: skip
+    monkeypatch.setattr(engine_module, "TransactionalClients", broker.make)
+    monkeypatch.setattr(
+        engine_module, "cluster_answers", lambda *a, **k: broker.reachable, raising=False
+    )
     settings = CoordinatorSettings(
         topics=Topics(prefix), data_dir=tmp_path, partitions=PARTITIONS, view_interval_ms=0
     )
-    engine = eos.ConfluentEngine(settings)
+    engine = ConfluentEngine(settings)
     engine._health_table = _NoTable()  # type: ignore[assignment]
     engine.watchdog = LoopWatchdog(stall_s=2.0)
 

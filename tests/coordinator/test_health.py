@@ -17,7 +17,7 @@ from streams.wire import HealthMessage, SourceCountsModel, decode_health, health
 
 from .fakes import T0, Driver, ack, at, delivery, nack
 
-BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 S_STREAMS = ("s-1", "s-2", "s-3", "s-4")
 CONFIG = {"bypass_after_ms": 180_000, "source": "S"}  # fixed 60 s retries, 60 s windows
 

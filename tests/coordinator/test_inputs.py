@@ -10,7 +10,7 @@ from streams.coordinator.record import Record
 from .fakes import T0, Driver, ack, at
 from .test_ownership import NEIGHBOUR, SID, with_failing_emitter
 
-BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 
 
 @BOTH_ENGINES

@@ -18,7 +18,7 @@ from .fakes import T0, Driver, RecordingEmitter, ack, at, nack
 
 SID = "cluster-a"
 NEIGHBOUR = "cluster-k"  # in the same partition as cluster-a
-BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 
 
 class FailingEmitter(RecordingEmitter):

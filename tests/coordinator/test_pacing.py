@@ -1,10 +1,10 @@
-"""When the confluent engine commits (streams.coordinator.pacing): a burst read over several
-polls goes into one transaction, load commits at the interval, and nothing waits for a poll;
+"""When the confluent engine commits (streams.coordinator.confluent.pacing): a burst read over
+several polls goes into one transaction, load commits at the interval, and nothing waits for a poll;
 and when it stops making aborted transactions again."""
 
 from __future__ import annotations
 
-from streams.coordinator.pacing import AbortStreak, CommitPacing
+from streams.coordinator.confluent.pacing import AbortStreak, CommitPacing
 
 INTERVAL_S = 0.1
 POLL_S = 0.005

@@ -22,7 +22,7 @@ from .fakes import T0, Driver, ack, at, heartbeat, nack
 
 # Tests that hold for both engines run twice: at-least-once (Faust) and transactional, where
 # the driver commits a transaction after every input and tick.
-BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 
 SID = "cluster-a"
 NEIGHBOUR = "cluster-k"  # in the same partition as cluster-a

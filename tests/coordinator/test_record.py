@@ -16,9 +16,9 @@ from streams.core import (
     Result,
     StreamConfig,
     StreamState,
+    announce,
     apply_result,
     create_state,
-    flush,
     next_due_ms,
     state_to_dict,
 )
@@ -42,7 +42,7 @@ def busy_state() -> StreamState:
     apply_result(
         state, Result("cluster-a", first.start_ms, first.end_ms, 1, "ack", first.end_ms), at(10, 5)
     )
-    flush(state, at(10, 5))
+    announce(state, at(10, 5))
     error = ErrorInfo("no_data", "nothing yet")
     apply_result(
         state,

@@ -32,7 +32,7 @@ def _held(records: Records) -> int:
     return len(getattr(records, "_live", ())) + len(getattr(records, "_cache", ()))
 
 
-@pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+@pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 def test_the_cache_holds_at_most_its_size_however_many_records_are_saved(
     transactional: bool,
 ) -> None:

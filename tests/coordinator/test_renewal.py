@@ -1,5 +1,5 @@
-"""The renewal rule of the confluent engine (streams.coordinator.renewal), at explicit times:
-wait while no broker answers, renew when the cluster answers, exit only as a last resort."""
+"""The renewal rule of the confluent engine (streams.coordinator.confluent.renewal), at explicit
+times: wait while no broker answers, renew when the cluster answers, exit only as a last resort."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from streams.coordinator.renewal import (
+from streams.coordinator.confluent.renewal import (
     ABORT_FAILED,
     ABORT_STREAK,
     FATAL,

@@ -17,7 +17,7 @@ from tests.support.commits import check_chain
 from .fakes import T0, Driver, ack, at, nack
 
 SID = "cluster-a"
-BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 REPLAY = {"type": "replay", "stream_id": SID, "from_ms": T0, "to_ms": at(10, 1)}
 
 

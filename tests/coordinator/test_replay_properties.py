@@ -257,7 +257,7 @@ actions = st.lists(
 )
 
 
-@pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+@pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 @settings(
     max_examples=120,
     derandomize=True,

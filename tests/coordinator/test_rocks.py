@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from streams.coordinator.rocks import (
+from streams.coordinator.confluent.rocks import (
     MEMTABLES_BYTES,
     REPLAYS,
     STREAMS,
@@ -162,7 +162,7 @@ CRASH = """
 import os
 import sys
 from pathlib import Path
-from streams.coordinator.rocks import PartitionStore
+from streams.coordinator.confluent.rocks import PartitionStore
 store = PartitionStore(Path(sys.argv[1]))
 store.write([(b"a", b"1"), (b"b", b"1")], 10)
 store._db.flush()  # as RocksDB does when a memtable fills up
@@ -343,8 +343,9 @@ def _partition(stream_id: str) -> int:
 
 
 def test_released_stores_dated_anew_are_kept_for_another_cleanup_delay(tmp_path: Path) -> None:
-    """After a wait for the brokers with every partition released (streams.coordinator.renewal),
-    the cleanup delay counts from the renewal, not from the release."""
+    """After a wait for the brokers with every partition released
+    (streams.coordinator.confluent.renewal), the cleanup delay counts from the renewal, not
+    from the release."""
     clock = [1_000]
     state = TransactionalState(
         tmp_path, lambda s: 0, clock=lambda: clock[0], cleanup_delay_ms=600_000

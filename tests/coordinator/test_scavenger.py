@@ -16,7 +16,7 @@ from streams.core.replay import Listed, ReplayState, replay_to_dict
 
 from .fakes import PARTITIONS, T0, Driver, at, heartbeat, nack
 
-BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 SID = "cluster-a"
 RETENTION_MS = 10 * 60_000
 # What one pass (a partition's tick, its transaction's checkpoint included) may take at most

@@ -19,7 +19,7 @@ from .fakes import T0, Driver, at, nack
 SID = "cluster-a"
 
 
-@pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+@pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 def test_a_window_nacked_shutdown_on_every_attempt_is_bypassed_within_its_budget(
     transactional: bool,
 ) -> None:

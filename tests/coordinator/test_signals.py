@@ -1,6 +1,6 @@
 """SIGTERM reaches the confluent engine's stop at once, even while the main thread is busy in
-a long call (streams.coordinator.signals); a subprocess, so that this process's signal mask is
-left alone."""
+a long call (streams.coordinator.confluent.signals); a subprocess, so that this process's signal
+mask is left alone."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 SCRIPT = """
 import os, sys, threading, time
-from streams.coordinator.signals import block_stop_signals, serve_stop_signals
+from streams.coordinator.confluent.signals import block_stop_signals, serve_stop_signals
 
 block_stop_signals()
 worker = threading.Thread(target=time.sleep, args=(60,), daemon=True)  # started after: blocked too

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from streams.coordinator.confluent.rocks import STREAMS, PartitionStore
 from streams.coordinator.processor import partition_of
-from streams.coordinator.rocks import STREAMS, PartitionStore
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.topics import Topics

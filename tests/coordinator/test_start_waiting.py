@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from streams.coordinator.confluent.signals import block_stop_signals, stop_signal_within
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.signals import block_stop_signals, stop_signal_within
 from streams.coordinator.startup import START_RETRY_MAX_S, prepare_topics_waiting
 from streams.errors import BrokerUnavailable
 from streams.topics import Topics

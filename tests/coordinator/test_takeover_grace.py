@@ -9,7 +9,7 @@ from .fakes import Driver, ack, at
 
 SID = "cluster-a"
 BOUND_MS = 45_000
-BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 
 
 def _down_past_the_deadline(transactional: bool) -> tuple[Driver, dict[str, object]]:

@@ -10,7 +10,7 @@ from streams.wire import decode_view
 
 from .fakes import T0, Driver, ack, at, heartbeat, nack
 
-BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
+BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
 SID = "cluster-a"
 STREAMS = "tidemark.streams"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.coordinator.watchdog import LoopWatchdog
+from streams.coordinator.confluent.watchdog import LoopWatchdog
 
 
 class Clock:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core import Upsert, advance, apply_control, apply_result, flush, next_due_ms
+from streams.core import Upsert, advance, announce, apply_control, apply_result, next_due_ms
 from streams.core.codec import state_from_dict, state_to_dict
 from streams.core.retention import scavenge_due_ms
 from streams.core.view import view_of
@@ -37,7 +37,7 @@ def test_the_stream_finishes_when_downstream_reaches_end_ms_then_is_collected() 
     assert state.finished_ms == at(10, 2, 1)
     assert next_due_ms(state) is None and scavenge_due_ms(state, None) == at(10, 2, 1) + GRACE_MS
     assert advance(state, at(10, 5)).tasks == ()  # nothing more, ever
-    flush(state, at(10, 2, 1))
+    announce(state, at(10, 2, 1))
     assert view_of(state, 0, at(10, 2, 1), at(10, 2, 2)).status == "finished"
 
     late = apply_result(state, ack(second), at(10, 2, 3)).rejected

@@ -15,7 +15,7 @@ from streams.core import (
     state_from_dict,
     state_to_dict,
 )
-from streams.core.lifecycle import incarnation_of
+from streams.core.results import incarnation_of
 from streams.errors import InvalidInput
 
 from .helpers import ack, at, config, heartbeat, nack, started

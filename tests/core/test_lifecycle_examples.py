@@ -1,6 +1,6 @@
 """The seed's three worked examples, with their exact timestamps (2026-11-29, UTC)."""
 
-from streams.core import ErrorInfo, advance, apply_result, flush, next_due_ms
+from streams.core import ErrorInfo, advance, announce, apply_result, next_due_ms
 
 from .helpers import ack, at, bounds, nack, only, started
 
@@ -18,7 +18,7 @@ def test_a_an_ack_commits_the_window_and_the_next_window_follows() -> None:
     assert state.downstream_ms == at(10, 1)
     assert decision.tasks == ()  # (10:01, 10:02] is not due before 10:02
     assert bounds(state) == [(at(10, 1), at(10, 2))]
-    _, commit = flush(state, at(10, 1))
+    _, commit = announce(state, at(10, 1))
     assert commit is not None
     assert commit.to_wire() == {
         "stream_id": "cluster-a",
@@ -66,7 +66,7 @@ def test_b_a_window_nacked_every_time_is_bypassed_five_minutes_after_its_first_f
     assert state.downstream_ms == at(10, 1)
     following = only(decision)  # (10:01, 10:02] is long due: dispatched in the same decision
     assert (following.start_ms, following.end_ms, following.attempt) == (at(10, 1), at(10, 2), 1)
-    _, commit = flush(state, at(10, 6, 5))
+    _, commit = announce(state, at(10, 6, 5))
     assert commit is not None
     assert [w.to_wire() for w in commit.windows] == [
         {"start_ms": at(10, 0), "end_ms": at(10, 1), "reason": "bypass", "attempts": 6}
@@ -81,7 +81,7 @@ def test_c_a_core_metric_nack_requeues_the_same_window_and_commits_nothing() -> 
     assert decision.requeues == 1 and decision.bypasses == () and decision.tasks == ()
     assert state.downstream_ms == at(10, 0)
     assert state.unannounced == []
-    assert flush(state, at(10, 1, 5)) == (state, None)
+    assert announce(state, at(10, 1, 5)) == (state, None)
     (window,) = state.windows
     assert window.last_error == ErrorInfo("core_metric", f"core_metric in {task.task_id}")
     assert (window.retried_count, window.in_flight, window.due_ms) == (1, False, at(10, 2, 5))

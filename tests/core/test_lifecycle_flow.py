@@ -7,10 +7,10 @@ from streams.core import (
     Resume,
     Upsert,
     advance,
+    announce,
     apply_control,
     apply_result,
     create_state,
-    flush,
     next_due_ms,
 )
 from streams.core.retention import scavenge_due_ms
@@ -58,7 +58,7 @@ def test_several_windows_in_flight_advance_only_over_the_finished_prefix() -> No
         (at(10, 4), at(10, 5)),
     ]
     assert bounds(state) == [(at(10, m), at(10, m + 1)) for m in (2, 3, 4)]
-    _, commit = flush(state, at(10, 5))
+    _, commit = announce(state, at(10, 5))
     assert commit is not None
     assert [(w.start_ms, w.end_ms) for w in commit.windows] == [
         (at(10, 0), at(10, 1)),
@@ -192,7 +192,7 @@ def test_a_delete_keeps_the_windows_finished_before_it_for_the_flush_that_announ
     apply_result(state, ack(task), at(10, 1, 5))
     assert apply_control(state, Delete("cluster-a"), at(10, 1, 10)).rejected is None
     assert state.deleted_ms == at(10, 1, 10) and state.windows == []
-    _, commit = flush(state, at(10, 1, 10))
+    _, commit = announce(state, at(10, 1, 10))
     assert commit is not None
     assert (commit.previous_ms, commit.downstream_ms) == (at(10, 0), at(10, 1))
     assert [(w.start_ms, w.end_ms, w.reason) for w in commit.windows] == [
@@ -282,7 +282,7 @@ def test_flush_coalesces_every_unannounced_window_into_one_commit() -> None:
         task = only(apply_result(state, ack(task), at(10, 4)))
     assert len(state.unannounced) == 3
 
-    _, commit = flush(state, at(10, 4, 1))
+    _, commit = announce(state, at(10, 4, 1))
 
     assert commit is not None
     assert (commit.previous_ms, commit.downstream_ms, commit.committed_ms) == (
@@ -294,9 +294,9 @@ def test_flush_coalesces_every_unannounced_window_into_one_commit() -> None:
         (at(10, m), at(10, m + 1), "ack") for m in range(3)
     ]
     assert (state.announced_ms, state.unannounced) == (at(10, 3), [])
-    assert flush(state, at(10, 4, 2)) == (state, None)
+    assert announce(state, at(10, 4, 2)) == (state, None)
     apply_result(state, ack(task), at(10, 4, 3))
-    _, commit = flush(state, at(10, 4, 3))
+    _, commit = announce(state, at(10, 4, 3))
     assert commit is not None and (commit.previous_ms, commit.downstream_ms) == (
         at(10, 3),
         at(10, 4),

@@ -12,11 +12,11 @@ from streams.core import (
     SourceCounts,
     StreamConfig,
     advance,
+    announce,
     apply_control,
     apply_result,
     config_from_dict,
     config_to_dict,
-    flush,
     in_outage,
     is_failing,
     release,
@@ -25,9 +25,9 @@ from streams.core import (
     state_to_dict,
 )
 from streams.core.codec import committed_from_list, committed_to_list
-from streams.core.lifecycle import incarnation_of
 from streams.core.model import CommittedWindow, Pause, Resume
 from streams.core.outage import DEFAULT_OUTAGE_MAX_HOLD_MS, hold_started_ms
+from streams.core.results import incarnation_of
 from streams.errors import InvalidInput
 
 from .helpers import MINUTE_MS, ack, at, config, nack, only, started
@@ -212,7 +212,7 @@ def test_a_held_window_that_acks_commits_as_an_ack_with_held_ms() -> None:
     decision = apply_result(state, ack(retry), at(10, 11, 7))
 
     assert decision.bypasses == ()
-    _, commit = flush(state, at(10, 11, 7))
+    _, commit = announce(state, at(10, 11, 7))
     assert commit is not None
     assert [w.to_wire() for w in commit.windows] == [
         {
@@ -230,7 +230,7 @@ def test_a_window_never_held_commits_without_held_ms() -> None:
     _fail_every_minute(state, task, 3, HOLD_MS)  # in outage, but within its budget
     retry = only(advance(state, at(10, 4, 5), max_hold_ms=HOLD_MS))
     apply_result(state, ack(retry), at(10, 4, 6))
-    _, commit = flush(state, at(10, 4, 6))
+    _, commit = announce(state, at(10, 4, 6))
     assert commit is not None
     assert "held_ms" not in commit.windows[0].to_wire()
 
@@ -244,7 +244,7 @@ def test_after_outage_max_hold_ms_the_normal_rule_bypasses_at_the_next_failure()
     assert len(decisions) == 16  # 10:01:05 ... 10:16:05, the first failure 10 min into the hold
     (bypass,) = decisions[-1].bypasses
     assert (bypass.first_failed_ms, bypass.bypassed_ms) == (at(10, 1, 5), at(10, 16, 5))
-    _, commit = flush(state, at(10, 16, 5))
+    _, commit = announce(state, at(10, 16, 5))
     assert commit is not None and commit.windows[0].reason == "bypass"
     assert commit.windows[0].held_ms == hold_ms
 

@@ -26,9 +26,9 @@ from streams.core import (
     StreamState,
     Task,
     advance,
+    announce,
     apply_result,
     create_state,
-    flush,
     is_failing,
     release,
     state_from_dict,
@@ -216,7 +216,7 @@ def test_random_outages_keep_the_guards_invariants(data: st.DataObject, steps: i
             assert done.held_ms is None or done.held_ms >= 0
         assert state_from_dict(json.loads(json.dumps(state_to_dict(state)))) == state
         assert state_from_row(json.loads(json.dumps(state_to_row(state)))) == state
-        _, commit = flush(state, now_ms)
+        _, commit = announce(state, now_ms)
         if commit is not None:
             for done in commit.windows:
                 if done.held_ms is not None:

@@ -33,10 +33,10 @@ from streams.core import (
     Task,
     Upsert,
     advance,
+    announce,
     apply_control,
     apply_result,
     create_state,
-    flush,
     next_due_ms,
     retry_delay_ms,
     state_from_dict,
@@ -202,7 +202,7 @@ def _check_state(model: Model, downstream_before: int) -> None:
 
 
 def _flush(model: Model, now_ms: int) -> None:
-    _, commit = flush(model.state, now_ms)
+    _, commit = announce(model.state, now_ms)
     if commit is not None:
         model.commits.append(commit)
         model.unflushed -= len(commit.windows)

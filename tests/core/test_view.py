@@ -12,10 +12,10 @@ from streams.core import (
     Result,
     StreamConfig,
     advance,
+    announce,
     apply_control,
     apply_result,
     create_state,
-    flush,
 )
 from streams.core.model import Pause, StreamState
 from streams.core.view import behind_ms, status_at, view_of
@@ -70,7 +70,7 @@ def test_a_finished_stream_shows_as_finished_only_once_its_last_commit_is_announ
     assert state.finished_ms == now and state.unannounced  # the commit is not flushed yet
     view = view_of(state, 0, None, now)
     assert view.status != "finished" and view.downstream_ms == T0
-    flush(state, now)
+    announce(state, now)
     view = view_of(state, 0, None, now)
     assert view.status == "finished" and view.downstream_ms == T0 + MIN and view.window is None
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from streams.coordinator.pacing import AbortStreak
+from streams.coordinator.confluent.pacing import AbortStreak
 from streams.dev.broker import ephemeral_broker
 from streams.errors import TidemarkError
 from streams.kafka import settings as kafka_settings

@@ -1,1 +1,2 @@
-"""The `confluent` engine's delivery: the Kafka transaction as the unit of work, and its commit."""
+"""The `confluent` engine (the default): the coordinator on confluent-kafka, exactly once with
+Kafka transactions (KIP-447), its state in RocksDB stores with changelog topics."""

@@ -4,7 +4,7 @@
 engine over an in-process fake (tests/coordinator/fake_clients.py) that can fail at any step of a
 commit, so that the commit path, an abort, a rewind and a revocation run without a broker.
 Errors are the engine's own: `TransactionAborted` (abort, rewind, go on) and `TransactionFatal`
-and its kinds (renew the clients: streams.coordinator.renewal).
+and its kinds (renew the clients: streams.coordinator.confluent.renewal).
 """
 
 from __future__ import annotations
@@ -70,3 +70,25 @@ class TransactionClients(Protocol):
     def close(self) -> None: ...
 
     def detach(self) -> None: ...
+
+
+class TransactionEmitter:
+    """The Processor's Emitter: every output joins the open transaction."""
+
+    def __init__(self, clients: TransactionClients) -> None:
+        self.bind(clients)
+
+    def bind(self, clients: TransactionClients) -> None:
+        """Send through these clients from now on (renewed ones)."""
+        self._produce = clients.produce
+
+    def send(
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes | None,
+        on_delivered: Callable[[], None] | None = None,
+        on_failed: Callable[[], None] | None = None,
+    ) -> None:
+        """Delivery callbacks are never passed in transactional mode: the commit confirms all."""
+        self._produce(topic, key, value)

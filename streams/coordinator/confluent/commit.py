@@ -58,7 +58,8 @@ def commit(
 ) -> Committed:
     """Commit everything since the last commit at once: outputs, state, input positions.
 
-    `reached(point)` is the crash-point hook (streams.coordinator.crash_points) between steps.
+    `reached(point)` is the crash-point hook (crash_points.py, beside this module) between
+    steps.
     """
     # 1. Close the unit of work: the Processor's last outputs and state changes join it.
     work.checkpoint(now_ms)

@@ -58,7 +58,7 @@ class TransactionAnnouncer(Announcer):
     def resend_owed(self, stream_id: str) -> bool:
         return False  # nothing is sent again: an aborted transaction is made again whole
 
-    def flush_if_due(self, record: Record, now_ms: int, out: list[Message]) -> int | None:
+    def announce_if_due(self, record: Record, now_ms: int, out: list[Message]) -> int | None:
         """Windows wait for the checkpoint, unless too many of them do (core.announce)."""
         state = record.state
         if not state.unannounced:
@@ -68,7 +68,7 @@ class TransactionAnnouncer(Announcer):
             self._unflushed[stream_id] = None
             return None
         self._unflushed.pop(stream_id, None)
-        self.flush(record, now_ms, out)
+        self.announce(record, now_ms, out)
         return None
 
     def rebuilt(self, stream_id: str, wake_ms: int | None, now_ms: int) -> int | None:
@@ -239,7 +239,7 @@ class TransactionDelivery:
                 record = records.peek(stream_id)
                 if record is None or not record.state.unannounced:
                     continue
-                announcer.flush(record, now_ms, out)
+                announcer.announce(record, now_ms, out)
                 records.save(stream_id, record, None)
             except InvalidInput:
                 continue  # unreadable: logged, left alone

@@ -33,7 +33,7 @@ streams.coordinator.telemetry.outage, registered by the Processor when it has a 
   coordinator's streams with a held window) and ``tidemark_outage_hold_seconds`` (how long the
   source's bypasses have been held, since this coordinator saw it go into outage).
 
-The confluent engine's clients (``RenewalCollector``, streams.coordinator.renewal):
+The confluent engine's clients (``RenewalCollector``, streams.coordinator.confluent.renewal):
 
 - ``tidemark_client_renewals_total{reason}``: its Kafka clients renewed in process, by what made
   them fail (``abort_failed``, ``fenced``, ``fatal``, ``stuck_call``, ``stalled_consumer``,

@@ -4,10 +4,10 @@ One loop, like a Kafka Streams stream thread: poll inputs, hand each to the Proc
 time-driven work of owned partitions (a punctuator, no tick topic), and every
 `commit_interval_ms` (or as soon as the input runs dry) commit one transaction holding every
 output, the changelog record of every state written, and the input offsets. Only then is the
-local RocksDB written (streams/coordinator/rocks.py). An abortable error aborts, discards the
+local RocksDB written (rocks.py, beside this module). An abortable error aborts, discards the
 uncommitted state and rewinds the inputs; clients that cannot go on (a failed abort, a fenced
 producer, a fatal error, a run of aborts) are renewed in the process, after waiting for the
-cluster if it is gone (streams/coordinator/renewal.py, which says when it still exits).
+cluster if it is gone (streams/coordinator/confluent/renewal.py, which says when it still exits).
 """
 
 from __future__ import annotations
@@ -22,24 +22,23 @@ from typing import Any
 
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
-from streams.coordinator.confluent.clients import TransactionClients
+from streams.coordinator.confluent.clients import TransactionClients, TransactionEmitter
 from streams.coordinator.confluent.commit import commit
+from streams.coordinator.confluent.crash_points import CrashHook
 from streams.coordinator.confluent.delivery import TransactionDelivery
-from streams.coordinator.crash_points import CrashHook
-from streams.coordinator.guard import guard
-from streams.coordinator.pacing import AbortStreak, CommitPacing
-from streams.coordinator.processor import Processor, partition_of
-from streams.coordinator.renewal import (
+from streams.coordinator.confluent.pacing import AbortStreak, CommitPacing
+from streams.coordinator.confluent.renewal import (
     ClientRenewal,
     ClientsStuck,
     RenewalCollector,
-    drop_clients,
-    renew_clients,
+    close_within,
 )
-from streams.coordinator.rocks import REPLAYS, STREAMS, TransactionalState
+from streams.coordinator.confluent.rocks import REPLAYS, STREAMS, TransactionalState
+from streams.coordinator.confluent.watchdog import LoopWatchdog
+from streams.coordinator.guard import guard
+from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
-from streams.coordinator.watchdog import LoopWatchdog
 from streams.errors import TidemarkError
 from streams.kafka.changelog import ChangelogReader
 from streams.kafka.transactions import TransactionalClients, cluster_answers
@@ -64,30 +63,8 @@ TICK_MIN_PER_PARTITION = 16
 # process exits anyway: nothing uncommitted was ever visible, and a restart redoes it.
 STOP_DEADLINE_S = 8.0
 # Aborted transactions are made again for at least this long (or three session timeouts)
-# before the engine renews its clients (streams.coordinator.pacing.AbortStreak).
+# before the engine renews its clients (streams.coordinator.confluent.pacing.AbortStreak).
 ABORT_STREAK_MIN_S = 60.0
-
-
-class _Emitter:
-    """The Processor's Emitter: every output joins the open transaction."""
-
-    def __init__(self, clients: TransactionClients) -> None:
-        self.bind(clients)
-
-    def bind(self, clients: TransactionClients) -> None:
-        """Send through these clients from now on (renewed ones)."""
-        self._produce = clients.produce
-
-    def send(
-        self,
-        topic: str,
-        key: bytes,
-        value: bytes | None,
-        on_delivered: Callable[[], None] | None = None,
-        on_failed: Callable[[], None] | None = None,
-    ) -> None:
-        """Delivery callbacks are never passed in transactional mode: the commit confirms all."""
-        self._produce(topic, key, value)
 
 
 class ConfluentEngine:
@@ -114,7 +91,7 @@ class ConfluentEngine:
             top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
         )
         source_health, self._health_table = guard(settings)
-        self._emitter = _Emitter(self.clients)
+        self._emitter = TransactionEmitter(self.clients)
         self.processor = Processor(
             t,
             settings.partitions,
@@ -140,8 +117,8 @@ class ConfluentEngine:
         self._stopping = threading.Event()
         self.watchdog = LoopWatchdog()
         self.renewal = ClientRenewal(
-            lambda: drop_clients(self),
-            lambda: renew_clients(self),
+            self._drop_clients,
+            self._renew_clients,
             (lambda: cluster_answers(settings.kafka)) if probe is None else probe,
             self._stopping,
             idle=lambda: self.watchdog.idle(),
@@ -157,6 +134,30 @@ class ConfluentEngine:
         )
 
     # -- the loop -------------------------------------------------------------------------
+
+    def _drop_clients(self) -> None:
+        """Void the open transaction and uncommitted state, release every partition (as a lost
+        assignment does: the stores close, the Processor forgets them), and abandon the
+        clients, closed within a bounded wait (streams.coordinator.confluent.renewal)."""
+        self.state.abort()
+        self.processor.reset()
+        self._release(set(self.owned))
+        self.positions = {}
+        self._ticks_left = False
+        old = self.clients
+        old.detach()
+        close_within(old.close)
+
+    def _renew_clients(self) -> None:
+        """New clients: their init_transactions fences the old producer and aborts its
+        transaction, then they join the group, whose assignment restores the partitions from
+        the changelog and the committed offsets, as at start."""
+        self.state.date_released(now_ms())  # an outage's length does not count towards cleanup
+        self.clients = self._make_clients()
+        self._emitter.bind(self.clients)
+        self.clients.init_transactions()
+        self.clients.subscribe(self.inputs, self._on_assigned, self._on_revoked, self._on_lost)
+        self.stats["renewals"] += 1
 
     def run(self) -> None:
         self._health_table.start()

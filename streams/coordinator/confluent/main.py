@@ -6,16 +6,16 @@ from __future__ import annotations
 import gc
 import logging
 
-from streams.coordinator.eos import GC_THRESHOLD, ConfluentEngine
-from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.signals import (
+from streams.coordinator.confluent.engine import GC_THRESHOLD, ConfluentEngine
+from streams.coordinator.confluent.signals import (
     block_stop_signals,
     serve_stop_signals,
     stop_signal_within,
 )
+from streams.coordinator.confluent.web import HealthServer
+from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics_waiting
 from streams.coordinator.telemetry.lag import consumer_lag_collector
-from streams.coordinator.web import HealthServer
 
 _LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING,
            "info": logging.INFO, "debug": logging.DEBUG}  # fmt: skip
@@ -27,7 +27,7 @@ def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None
         level=_LEVELS.get(loglevel.lower(), logging.INFO),
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
-    block_stop_signals()  # before any client starts a thread: see streams.coordinator.signals
+    block_stop_signals()  # before any client starts a thread: see signals.py, beside this
     prepare_topics_waiting(settings, stop_signal_within)
     # The hot path allocates many short-lived objects and almost no cycles: collecting the
     # youngest generation every 50,000 allocations instead of 700 saves several per cent of

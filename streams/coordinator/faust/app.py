@@ -22,7 +22,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.coordinator.brokers import QUIET_MS, OutageLogFilter, say_waiting
 from streams.coordinator.catchup import CatchUp
-from streams.coordinator.faust_outbox import OutboxDelivery
+from streams.coordinator.faust.outbox import OutboxDelivery
+from streams.coordinator.faust.store import TableStore
 from streams.coordinator.guard import guard
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
@@ -69,27 +70,6 @@ def _credentials(settings: CoordinatorSettings) -> Any:
             ssl_context=context,
         )
     return faust.SSLCredentials(context) if context else None
-
-
-class TableStore:
-    """The Processor's StateStore over a Faust table of raw bytes."""
-
-    def __init__(self, table: Any) -> None:
-        self._table = table
-
-    def get(self, stream_id: str) -> bytes | None:
-        value: bytes | None = self._table.get(stream_id.encode())
-        return value
-
-    def set(self, stream_id: str, value: bytes) -> None:
-        self._table[stream_id.encode()] = value
-
-    def delete(self, stream_id: str) -> None:
-        self._table.pop(stream_id.encode(), None)
-
-    def items(self) -> Iterable[tuple[str, bytes]]:
-        for key, value in self._table.items():
-            yield key.decode(), value
 
 
 class CoordinatorApp(faust.App):

@@ -110,7 +110,7 @@ class OutboxAnnouncer(Announcer):
 
     # -- when commits go out -------------------------------------------------------------
 
-    def flush_if_due(self, record: Record, now_ms: int, out: list[Message]) -> int | None:
+    def announce_if_due(self, record: Record, now_ms: int, out: list[Message]) -> int | None:
         """The first commit after a quiet interval goes out at once (so ack-to-commit latency
         is low) and later ones within the interval are coalesced into one; an event at a wall
         clock stepped back behind the last flush flushes at once (it must not withhold commits
@@ -124,7 +124,7 @@ class OutboxAnnouncer(Announcer):
         if at_ms != now_ms:
             return at_ms
         self._last_flush[stream_id] = now_ms
-        self.flush(record, now_ms, out)
+        self.announce(record, now_ms, out)
         return None
 
     def rebuilt(self, stream_id: str, wake_ms: int | None, now_ms: int) -> int | None:

@@ -43,7 +43,8 @@ class AbortStreak:
     for good, every `send_offsets_to_transaction` then answering "unknown member" (1 run in 3
     of tests/kafka/txn_across_restart.py with three side by side, still failing after 150 s).
     Only new clients get out of that, so once every transaction has aborted for `max_s` the
-    engine renews its clients in process (streams.coordinator.renewal), as a restart would.
+    engine renews its clients in process (renewal.py, beside this module), as a restart
+    would.
     """
 
     def __init__(self, max_s: float) -> None:

@@ -40,16 +40,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from streams.clock import now_ms
 from streams.errors import TidemarkError
 from streams.kafka.txn_errors import AbortFailed, ProducerFenced, TransactionFatal
-
-if TYPE_CHECKING:
-    from streams.coordinator.eos import ConfluentEngine
 
 log = logging.getLogger("streams.coordinator")
 
@@ -185,34 +182,6 @@ def close_within(close: Callable[[], None], timeout_s: float = CLOSE_WAIT_S) -> 
                     "their close goes on in the background", timeout_s)  # fmt: skip
         return False
     return True
-
-
-def drop_clients(engine: ConfluentEngine) -> None:
-    """Void the engine's open transaction and uncommitted state, release every partition (as
-    a lost assignment does: the stores close, the Processor forgets them), and abandon its
-    clients, closed within a bounded wait."""
-    engine.state.abort()
-    engine.processor.reset()
-    engine._release(set(engine.owned))
-    engine.positions = {}
-    engine._ticks_left = False
-    old = engine.clients
-    old.detach()
-    close_within(old.close)
-
-
-def renew_clients(engine: ConfluentEngine) -> None:
-    """New clients for the engine: their init_transactions fences the old producer and aborts
-    its transaction, then they join the group, whose assignment restores the partitions from
-    the changelog and the committed offsets, as at start."""
-    engine.state.date_released(now_ms())  # an outage's length does not count towards cleanup
-    engine.clients = engine._make_clients()
-    engine._emitter.bind(engine.clients)
-    engine.clients.init_transactions()
-    engine.clients.subscribe(
-        engine.inputs, engine._on_assigned, engine._on_revoked, engine._on_lost
-    )
-    engine.stats["renewals"] += 1
 
 
 def forget_frames(exc: BaseException) -> None:

@@ -1,0 +1,1 @@
+"""The Faust engine: the coordinator as a Faust app, at least once (--engine faust)."""
