@@ -1,1 +1,2 @@
-"""The coordinator: a Faust stream processor that runs the window lifecycle on Kafka topics."""
+"""The coordinator: the window lifecycle run over Kafka topics by one Processor and two engines
+(confluent/, the default, exactly once; faust/, at least once)."""

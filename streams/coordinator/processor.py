@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable, Iterator
 from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS
 from streams.coordinator.delivery import Delivery
-from streams.coordinator.faust.outbox import OutboxDelivery
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
 from streams.coordinator.inputs import Inputs
@@ -55,8 +54,8 @@ __all__ = [
 class Processor:
     """Handles a coordinator's inputs and time-driven work over a store and an emitter.
 
-    `delivery`: the engine's unit of work (the Faust engine's outbox by default; the confluent
-    engine's Kafka transaction commits outputs and state together at `checkpoint`).
+    `delivery`: the engine's unit of work (the Faust engine's outbox, or the confluent engine's
+    Kafka transaction, which commits outputs and state together at `checkpoint`).
     `monotonic_ms` is the clock of intervals inside the process (a tick's resend); window
     times use the `now_ms` each call passes.
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
@@ -71,10 +70,11 @@ class Processor:
         store: StateStore,
         emitter: Emitter,
         flush_ms: int = 200,
+        *,
+        delivery: Delivery,
         replay_store: StateStore | None = None,
         replay_concurrency: int = 2,
         metrics: CoordinatorMetrics | None = None,
-        delivery: Delivery | None = None,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
         health: SourceHealth | None = None,
@@ -84,7 +84,7 @@ class Processor:
         self.store = store
         self.emitter = emitter
         self.flush_ms = flush_ms
-        self._delivery = delivery = OutboxDelivery() if delivery is None else delivery
+        self._delivery = delivery
         self.index = DueIndex()
         self._ticks_topic = topics.ticks  # a `Topics` property formats it on every read
         self.stats: Counter[str] = Counter()

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from streams.coordinator.brokers import OutageLogFilter, say_waiting, unreachable
+from streams.coordinator.faust.brokers import OutageLogFilter, say_waiting, unreachable
 from streams.kafka.reachability import BrokerWatch
 
 CONNECT = "Unable connect to node with id %s: %s"

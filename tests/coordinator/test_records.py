@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from streams.coordinator.confluent.records import TransactionRecords
+from streams.coordinator.faust.records import WriteThroughRecords
 from streams.coordinator.record import Record
-from streams.coordinator.records import Records, WriteThroughRecords
+from streams.coordinator.records import Records
 from streams.core import StreamConfig, create_state
 
 from .fakes import T0, InMemoryStore

@@ -20,8 +20,8 @@ import faust  # noqa: TID251  (the Faust engine)
 from faust.types import TP  # noqa: TID251
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from streams.coordinator.brokers import QUIET_MS, OutageLogFilter, say_waiting
 from streams.coordinator.catchup import CatchUp
+from streams.coordinator.faust.brokers import QUIET_MS, OutageLogFilter, say_waiting
 from streams.coordinator.faust.outbox import OutboxDelivery
 from streams.coordinator.faust.store import TableStore
 from streams.coordinator.guard import guard
@@ -81,7 +81,7 @@ class CoordinatorApp(faust.App):
     """
 
     output: KafkaOutput | None = None
-    # Whether aiokafka reaches the brokers (streams.coordinator.brokers), for /health and logs.
+    # Whether aiokafka reaches the brokers (brokers.py, beside this), for /health and logs.
     brokers: BrokerWatch | None = None
 
     def _new_producer(self) -> Any:

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from streams.coordinator.announcer import Announcer, Callback, Message
+from streams.coordinator.faust.records import WriteThroughRecords
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.record import Record
-from streams.coordinator.records import WriteThroughRecords
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
 from streams.core import Commit
