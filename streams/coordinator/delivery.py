@@ -13,6 +13,7 @@ from typing import Protocol
 from streams.coordinator.announcer import Announcer
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import Records
+from streams.coordinator.replays import ReplayAnnouncer
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
 from streams.topics import Topics
@@ -27,10 +28,6 @@ class Delivery(Protocol):
     transaction (streams.coordinator.confluent.delivery.TransactionDelivery).
     """
 
-    # Whether the replay lane keeps its announcements until delivered (streams.coordinator
-    # .replays: its own outbox).
-    outbox: bool
-
     def records(self, store: StateStore) -> Records: ...
 
     def announcer(
@@ -42,6 +39,10 @@ class Delivery(Protocol):
         flush_ms: int,
         wake: Callable[[str], None],
     ) -> Announcer: ...
+
+    def replay_announcer(self, topics: Topics, emitter: Emitter) -> ReplayAnnouncer:
+        """How the replay lane announces replayed windows (streams.coordinator.replays)."""
+        ...
 
     def views(self, topics: Topics, wake: Callable[[str], None]) -> Views: ...
 

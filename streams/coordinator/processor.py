@@ -99,7 +99,7 @@ class Processor:
                 self.stats,
                 replay_concurrency,
                 self._metrics,
-                outbox=delivery.outbox,
+                delivery.replay_announcer(topics, emitter),
             )
         )
         self._records = delivery.records(store)

@@ -11,11 +11,11 @@ window: the core dispatches a replay once the live lane has passed the window, a
 comes while that commit still waits (for the checkpoint, or the flush interval), the caller's
 `announce_live` flushes it first. So on `commits` each stream's records form one chain.
 
-At least once (Faust, `outbox=True`), a replayed window stays in its state's `announcing` until
-its commit and its tombstone are both delivered, like a live commit in its record's outbox: a
-crash after the save announces it again at the rebuild, a failed delivery at the stream's next
-tick, and a tick after both deliveries drops it. Transactional, the outputs commit with the
-state, so there is no outbox.
+How a replayed window is announced is the engine's delivery's (`ReplayAnnouncer`, which the
+Delivery gives): in a Kafka transaction the outputs commit with the state, so it is sent once;
+at least once (streams.coordinator.faust.outbox.OutboxReplayAnnouncer), it stays in its state's
+`announcing` until its commit and its tombstone are both delivered, like a live commit in its
+record's outbox.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import TypeAlias
 
 import orjson
 
@@ -45,6 +46,9 @@ from streams.errors import InvalidInput
 from streams.topics import Topics
 from streams.wire import bypassed_key, encode_bypassed, encode_commit, encode_task
 
+# A message's delivery callbacks: (on_delivered, on_failed).
+Watch: TypeAlias = tuple[Callable[[], None], Callable[[], None]]
+
 log = logging.getLogger("streams.coordinator")
 
 
@@ -57,7 +61,7 @@ class ReplayLane:
         stats: Counter[str],
         concurrency: int = 2,
         metrics: CoordinatorMetrics | None = None,
-        outbox: bool = False,
+        announcer: ReplayAnnouncer | None = None,
     ) -> None:
         self.topics = topics
         self.store = store
@@ -65,12 +69,8 @@ class ReplayLane:
         self.stats = stats
         self.concurrency = concurrency
         self.metrics = metrics
-        self.outbox = outbox
+        self.announcer = ReplayAnnouncer(topics, emitter) if announcer is None else announcer
         self._busy: set[str] = set()  # streams with a replay queued, in flight or announcing
-        # The outbox's deliveries: (stream, start_ms) -> how many of its commit and tombstone
-        # are still unconfirmed (0: both delivered); streams with a failed delivery.
-        self._unconfirmed: dict[tuple[str, int], int] = {}
-        self._resend: set[str] = set()
         # When each owned stream's oldest listed window (not being replayed) was bypassed: what
         # the scavenger needs to know when its retention ends, without reading the table.
         self._oldest: dict[str, int] = {}
@@ -156,7 +156,7 @@ class ReplayLane:
             return
         state = self._load(stream_id)
         if state is not None:
-            settled = self._settle(state, live, now_ms)
+            settled = self.announcer.settle(state, live.announced_ms, now_ms)
             decision = lane.advance(state, live, self.concurrency, now_ms, expire)
             if decision.tasks or decision.relisted:
                 self._emit(state, live, decision, now_ms)
@@ -193,15 +193,13 @@ class ReplayLane:
 
     def forget(self, owned: Callable[[str], bool]) -> None:
         self._busy = {s for s in self._busy if not owned(s)}
-        self._unconfirmed = {k: n for k, n in self._unconfirmed.items() if not owned(k[0])}
-        self._resend = {s for s in self._resend if not owned(s)}
+        self.announcer.forget(owned)
         self._oldest = {s: at for s, at in self._oldest.items() if not owned(s)}
 
     def reset(self) -> None:
         """Forget what is in memory; `rebuild` finds it again from the store."""
         self._busy = set()
-        self._unconfirmed = {}
-        self._resend = set()
+        self.announcer.reset()
         self._oldest = {}
 
     def _emit(
@@ -215,75 +213,13 @@ class ReplayLane:
             self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, record.start_ms),
                               encode_bypassed(record))  # fmt: skip
         if decision.replayed:
-            if self.outbox:
-                state.announcing.extend(decision.replayed)
-            self._announce(state, decision.replayed, live.announced_ms, now_ms)
+            self.announcer.replayed(state, decision.replayed, live.announced_ms, now_ms)
         if self.metrics is not None:
             self.metrics.replayed(len(decision.tasks), 1 if decision.replayed else 0)
         self.stats["replay_tasks"] += len(decision.tasks)
         self.stats["replayed"] += len(decision.replayed)
         self.stats["replay_failures"] += len(decision.relisted)
         self._save(state)
-
-    def _announce(
-        self,
-        state: ReplayState,
-        windows: Iterable[CommittedWindow],
-        mark_ms: int,
-        now_ms: int,
-    ) -> None:
-        """Send each window's tombstone (it is no longer bypassed) and one commit of reason
-        "replayed" at `mark_ms` (the stream's last announced mark, which a replay never moves:
-        previous_ms == downstream_ms == it, so the chain on `commits` goes on), watched when
-        there is an outbox."""
-        stream_id = state.stream_id
-        windows = tuple(windows)
-        send = self.emitter.send
-        for window in windows:
-            tombstone = bypassed_key(stream_id, window.start_ms)
-            if self.outbox:
-                self._unconfirmed[(stream_id, window.start_ms)] = 2
-                send(self.topics.bypassed, tombstone, None, *self._watch(stream_id, (window,)))
-            else:
-                send(self.topics.bypassed, tombstone, None)
-        commit = encode_commit(Commit(stream_id, mark_ms, mark_ms, now_ms, windows))
-        if self.outbox:
-            send(self.topics.commits, stream_id.encode(), commit, *self._watch(stream_id, windows))
-        else:
-            send(self.topics.commits, stream_id.encode(), commit)
-
-    def _watch(
-        self, stream_id: str, windows: tuple[CommittedWindow, ...]
-    ) -> tuple[Callable[[], None], Callable[[], None]]:
-        def delivered() -> None:
-            for window in windows:
-                key = (stream_id, window.start_ms)
-                if key in self._unconfirmed:
-                    self._unconfirmed[key] -= 1
-
-        def failed() -> None:
-            self._resend.add(stream_id)
-
-        return delivered, failed
-
-    def _settle(self, state: ReplayState, live: StreamState, now_ms: int) -> bool:
-        """Drop the outbox's windows both of whose messages were delivered, and announce the
-        rest again after a failed delivery (or if nothing watches them); return whether the
-        state changed."""
-        if not state.announcing:
-            return False
-        stream_id, unconfirmed = state.stream_id, self._unconfirmed
-        confirmed = {
-            w.start_ms for w in state.announcing if unconfirmed.get((stream_id, w.start_ms)) == 0
-        }
-        for start_ms in confirmed:
-            del unconfirmed[(stream_id, start_ms)]
-        state.announcing = [w for w in state.announcing if w.start_ms not in confirmed]
-        unwatched = any((stream_id, w.start_ms) not in unconfirmed for w in state.announcing)
-        if state.announcing and (stream_id in self._resend or unwatched):
-            self._resend.discard(stream_id)
-            self._announce(state, state.announcing, live.announced_ms, now_ms)
-        return bool(confirmed)
 
     def _save(self, state: ReplayState) -> None:
         if state.busy:
@@ -314,3 +250,48 @@ class ReplayLane:
         except (ValueError, InvalidInput) as exc:
             log.error("unreadable replay state for %r, left alone: %s", stream_id, exc)
             return None
+
+
+class ReplayAnnouncer:
+    """How replayed windows go out: each window's tombstone on `bypassed` (it is no longer
+    bypassed) and one commit of reason "replayed" at `mark_ms` (the stream's last announced
+    mark, which a replay never moves: previous_ms == downstream_ms == it, so the chain on
+    `commits` goes on). Sent once: the Kafka transaction's way, whose outputs commit with the
+    state. An at-least-once delivery watches them (faust.outbox.OutboxReplayAnnouncer)."""
+
+    def __init__(self, topics: Topics, emitter: Emitter) -> None:
+        self.topics = topics
+        self.emitter = emitter
+
+    def replayed(
+        self, state: ReplayState, windows: Iterable[CommittedWindow], mark_ms: int, now_ms: int
+    ) -> None:
+        """Announce windows whose replay the core just finished."""
+        self.send(state.stream_id, tuple(windows), mark_ms, now_ms)
+
+    def settle(self, state: ReplayState, mark_ms: int, now_ms: int) -> bool:
+        """Time-driven work on what was announced; return whether `state` changed."""
+        return False
+
+    def forget(self, owned: Callable[[str], bool]) -> None:
+        """Forget the streams of partitions given up (`owned` says which)."""
+
+    def reset(self) -> None:
+        """Forget everything in memory."""
+
+    def send(
+        self,
+        stream_id: str,
+        windows: tuple[CommittedWindow, ...],
+        mark_ms: int,
+        now_ms: int,
+        watch: Callable[[tuple[CommittedWindow, ...]], Watch] | None = None,
+    ) -> None:
+        """The tombstones and the commit; `watch(windows)` gives each message's delivery
+        callbacks (the tombstone's: its window alone)."""
+        send = self.emitter.send
+        for window in windows:
+            tombstone = bypassed_key(stream_id, window.start_ms)
+            send(self.topics.bypassed, tombstone, None, *(watch((window,)) if watch else ()))
+        commit = encode_commit(Commit(stream_id, mark_ms, mark_ms, now_ms, windows))
+        send(self.topics.commits, stream_id.encode(), commit, *(watch(windows) if watch else ()))

@@ -22,6 +22,7 @@ from streams.coordinator.announcer import Announcer, Callback, Message, send_all
 from streams.coordinator.confluent.records import TransactionRecords
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.record import Record
+from streams.coordinator.replays import ReplayAnnouncer
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
 from streams.core import Commit
@@ -196,8 +197,6 @@ class TransactionDelivery:
     """The confluent engine's unit of work: the Kafka transaction. Outputs join it as they are
     made; state changes and the announcements and views they owe join it at `checkpoint`."""
 
-    outbox = False
-
     def __init__(self, view_interval_ms: int = 0) -> None:
         self.view_interval_ms = view_interval_ms
 
@@ -216,6 +215,9 @@ class TransactionDelivery:
     ) -> TransactionAnnouncer:
         self._announcer = TransactionAnnouncer(topics, emitter, stats, metrics, flush_ms, wake)
         return self._announcer
+
+    def replay_announcer(self, topics: Topics, emitter: Emitter) -> ReplayAnnouncer:
+        return ReplayAnnouncer(topics, emitter)  # sent once: it commits with the state
 
     def views(self, topics: Topics, wake: Callable[[str], None]) -> TransactionViews:
         self._views = TransactionViews(topics, wake, self.view_interval_ms)

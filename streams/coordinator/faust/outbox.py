@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from streams.coordinator.announcer import Announcer, Callback, Message
 from streams.coordinator.faust.records import WriteThroughRecords
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.record import Record
+from streams.coordinator.replays import ReplayAnnouncer, Watch
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
-from streams.core import Commit
+from streams.core import Commit, CommittedWindow, ReplayState
 from streams.core.announce import announce_at_ms
 from streams.topics import Topics
 
@@ -209,11 +210,75 @@ class OutboxViews(Views):
         return failed
 
 
+class OutboxReplayAnnouncer(ReplayAnnouncer):
+    """Replayed windows announced at least once: each stays in its state's `announcing` until
+    its commit and its tombstone are both delivered, like a live commit in its record's outbox.
+    A crash after the save announces it again at the rebuild (nothing watches it then), a
+    failed delivery at the stream's next tick, and a tick after both deliveries drops it."""
+
+    def __init__(self, topics: Topics, emitter: Emitter) -> None:
+        super().__init__(topics, emitter)
+        # (stream, start_ms) -> how many of its commit and tombstone are still unconfirmed
+        # (0: both delivered); streams with a failed delivery.
+        self._unconfirmed: dict[tuple[str, int], int] = {}
+        self._resend: set[str] = set()
+
+    def replayed(
+        self, state: ReplayState, windows: Iterable[CommittedWindow], mark_ms: int, now_ms: int
+    ) -> None:
+        windows = tuple(windows)
+        state.announcing.extend(windows)
+        self._announce(state.stream_id, windows, mark_ms, now_ms)
+
+    def settle(self, state: ReplayState, mark_ms: int, now_ms: int) -> bool:
+        """Drop the windows both of whose messages were delivered, and announce the rest again
+        after a failed delivery (or if nothing watches them)."""
+        if not state.announcing:
+            return False
+        stream_id, unconfirmed = state.stream_id, self._unconfirmed
+        confirmed = {
+            w.start_ms for w in state.announcing if unconfirmed.get((stream_id, w.start_ms)) == 0
+        }
+        for start_ms in confirmed:
+            del unconfirmed[(stream_id, start_ms)]
+        state.announcing = [w for w in state.announcing if w.start_ms not in confirmed]
+        unwatched = any((stream_id, w.start_ms) not in unconfirmed for w in state.announcing)
+        if state.announcing and (stream_id in self._resend or unwatched):
+            self._resend.discard(stream_id)
+            self._announce(stream_id, tuple(state.announcing), mark_ms, now_ms)
+        return bool(confirmed)
+
+    def forget(self, owned: Callable[[str], bool]) -> None:
+        self._unconfirmed = {k: n for k, n in self._unconfirmed.items() if not owned(k[0])}
+        self._resend = {s for s in self._resend if not owned(s)}
+
+    def reset(self) -> None:
+        self._unconfirmed = {}
+        self._resend = set()
+
+    def _announce(
+        self, stream_id: str, windows: tuple[CommittedWindow, ...], mark_ms: int, now_ms: int
+    ) -> None:
+        for window in windows:
+            self._unconfirmed[(stream_id, window.start_ms)] = 2
+        self.send(stream_id, windows, mark_ms, now_ms, lambda ws: self._watch(stream_id, ws))
+
+    def _watch(self, stream_id: str, windows: tuple[CommittedWindow, ...]) -> Watch:
+        def delivered() -> None:
+            for window in windows:
+                key = (stream_id, window.start_ms)
+                if key in self._unconfirmed:
+                    self._unconfirmed[key] -= 1
+
+        def failed() -> None:
+            self._resend.add(stream_id)
+
+        return delivered, failed
+
+
 class OutboxDelivery:
     """The Faust engine's unit of work: every output sent with its event, confirmed one by one;
     nothing waits for a checkpoint."""
-
-    outbox = True
 
     def records(self, store: StateStore) -> WriteThroughRecords:
         return WriteThroughRecords(store)
@@ -228,6 +293,9 @@ class OutboxDelivery:
         wake: Callable[[str], None],
     ) -> OutboxAnnouncer:
         return OutboxAnnouncer(topics, emitter, stats, metrics, flush_ms, wake)
+
+    def replay_announcer(self, topics: Topics, emitter: Emitter) -> OutboxReplayAnnouncer:
+        return OutboxReplayAnnouncer(topics, emitter)
 
     def views(self, topics: Topics, wake: Callable[[str], None]) -> OutboxViews:
         return OutboxViews(topics, wake)
