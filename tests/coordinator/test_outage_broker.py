@@ -144,7 +144,12 @@ def test_a_shared_outage_holds_bypasses_a_lone_failure_does_not_and_recovery_com
             # ack, so no attempt below waits on a deadline.
             create(feed, sources, start, task_timeout_ms=15_000)
             record = tail.wait_for("R's bypass", lambda: tail.values("bypassed", r_stream))[0]
-            assert 3000 <= record["bypassed_ms"] - record["first_failed_ms"] < 6000  # on time
+            # On time: at the first failure past the 3 s budget. That failure may be a task
+            # dispatched just before the budget ran out whose answer is late: a timeout (2 s)
+            # and the next tick bound it, plus a loaded machine's pauses (8 s was seen with a
+            # full suite and two other sessions at work). A window held by the guard (the
+            # defect this rules out) would wait for its max hold: 6 hours by default.
+            assert 3000 <= record["bypassed_ms"] - record["first_failed_ms"] < 15_000
             s_failed_ms = max(first_failure_ms(tail, s) for s in s_streams)
             while now_ms() < s_failed_ms + 3 * FAST["bypass_after_ms"]:  # three budgets
                 tail.poll()
