@@ -7,10 +7,10 @@ writes them: the Faust engine's write through to the store at every save
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
-from streams.coordinator.record import Record, Summary
+from streams.coordinator.record import Record, Summary, stored_summary, summary_of
 from streams.errors import InvalidInput
 
 log = logging.getLogger("streams.coordinator")
@@ -46,3 +46,34 @@ class Records(Protocol):
     ) -> Iterator[tuple[str, Summary | None, Record | None]]: ...
     def forget(self, owned: Callable[[str], bool]) -> None: ...
     def reset(self) -> None: ...
+
+
+def scan_stored(
+    items: Iterable[tuple[str, bytes]],
+    decode_one: Callable[[str, bytes], Record],
+    skip: Callable[[str], bool],
+    discard: Callable[[str], None],
+    decode_more: Callable[[], bool],
+    remember: Callable[[str, bytes, Record], None],
+) -> Iterator[tuple[str, Summary | None, Record | None]]:
+    """A rebuild's read of stored records, for both engines' `scan`: each stream not skipped,
+    with its summary (None: unreadable) and its record. A record is decoded (and remembered)
+    while `decode_more()` says so, and past that only where its stored summary does not do
+    (streams.coordinator.record.stored_summary), its record then None: a rebuild of a million
+    streams decodes as many states as the cache holds, not all of them."""
+    for stream_id, raw in items:
+        if skip(stream_id):
+            continue
+        discard(stream_id)  # another coordinator may have changed it
+        if not decode_more():
+            summary = stored_summary(raw)
+            if summary is not None:
+                yield stream_id, summary, None
+                continue
+        try:
+            record = decode_one(stream_id, raw)
+        except InvalidInput:
+            yield stream_id, None, None
+            continue
+        remember(stream_id, raw, record)
+        yield stream_id, summary_of(record.state), record

@@ -14,8 +14,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from streams.coordinator.ports import StateStore
-from streams.coordinator.record import Record, Summary, stored_summary, summary_of
-from streams.coordinator.records import RECORD_CACHE_SIZE, decode
+from streams.coordinator.record import Record, Summary, summary_of
+from streams.coordinator.records import RECORD_CACHE_SIZE, decode, scan_stored
 from streams.errors import InvalidInput
 
 log = logging.getLogger("streams.coordinator")
@@ -150,22 +150,14 @@ class TransactionRecords:
                 continue
             if record is not None:
                 yield stream_id, summary_of(record.state), record
-        for stream_id, raw in self.store.items():
-            if stream_id in seen or not owned(stream_id):
-                continue
-            self.discard(stream_id)  # another coordinator may have changed it
-            if not whole and len(self._live) >= self._cache_size:
-                summary = stored_summary(raw)
-                if summary is not None:
-                    yield stream_id, summary, None
-                    continue
-            try:
-                record = self.decode(stream_id, raw)
-            except InvalidInput:
-                yield stream_id, None, None
-                continue
-            self._remember_live(stream_id, record)
-            yield stream_id, summary_of(record.state), record
+        yield from scan_stored(
+            self.store.items(),
+            self.decode,
+            lambda stream_id: stream_id in seen or not owned(stream_id),
+            self.discard,
+            lambda: whole or len(self._live) < self._cache_size,
+            lambda stream_id, raw, record: self._remember_live(stream_id, record),
+        )
 
     def forget(self, owned: Callable[[str], bool]) -> None:
         """Drop everything in memory about the streams `owned` accepts (their partitions went;

@@ -8,9 +8,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from streams.coordinator.ports import StateStore
-from streams.coordinator.record import Record, Summary, stored_summary, summary_of
-from streams.coordinator.records import RECORD_CACHE_SIZE, decode
-from streams.errors import InvalidInput
+from streams.coordinator.record import Record, Summary
+from streams.coordinator.records import RECORD_CACHE_SIZE, decode, scan_stored
 
 
 class WriteThroughRecords:
@@ -87,22 +86,14 @@ class WriteThroughRecords:
         cached) while the cache has room, and past that only where its stored summary does not
         do (streams.coordinator.record.stored_summary), its record then None: a rebuild of a
         million streams decodes as many states as it can hold, not all of them."""
-        for stream_id, raw in self.store.items():
-            if not owned(stream_id):
-                continue
-            self.discard(stream_id)  # another coordinator may have changed it
-            if not whole and len(self._cache) >= self._cache_size:
-                summary = stored_summary(raw)
-                if summary is not None:
-                    yield stream_id, summary, None
-                    continue
-            try:
-                record = self.decode(stream_id, raw)
-            except InvalidInput:
-                yield stream_id, None, None
-                continue
-            self._remember(stream_id, raw, record)
-            yield stream_id, summary_of(record.state), record
+        yield from scan_stored(
+            self.store.items(),
+            self.decode,
+            lambda stream_id: not owned(stream_id),
+            self.discard,
+            lambda: whole or len(self._cache) < self._cache_size,
+            self._remember,
+        )
 
     def forget(self, owned: Callable[[str], bool]) -> None:
         """Drop everything in memory about the streams `owned` accepts (their partitions went)."""
