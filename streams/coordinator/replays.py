@@ -208,7 +208,7 @@ class ReplayLane:
         stream_id = state.stream_id
         key = stream_id.encode()
         for task in decision.tasks:
-            self.emitter.send(self.topics.tasks, key, encode_task(task))
+            self.emitter.send(self.topics.tasks_for(task.pipeline), key, encode_task(task))
         for record in decision.relisted:
             self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, record.start_ms),
                               encode_bypassed(record))  # fmt: skip
