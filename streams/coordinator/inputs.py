@@ -127,7 +127,7 @@ class Inputs:
         outcome = result.outcome
         self.stats[_RESULT_STATS[outcome]] += 1
         metrics = self.metrics
-        metrics.result(outcome)
+        metrics.result(outcome, result.pipeline)
         record = self.load(stream_id, now_ms)
         if record is None:
             state = None

@@ -215,7 +215,9 @@ class ReplayLane:
         if decision.replayed:
             self.announcer.replayed(state, decision.replayed, live.announced_ms, now_ms)
         if self.metrics is not None:
-            self.metrics.replayed(len(decision.tasks), 1 if decision.replayed else 0)
+            self.metrics.replayed(
+                len(decision.tasks), 1 if decision.replayed else 0, live.config.pipeline
+            )
         self.stats["replay_tasks"] += len(decision.tasks)
         self.stats["replayed"] += len(decision.replayed)
         self.stats["replay_failures"] += len(decision.relisted)

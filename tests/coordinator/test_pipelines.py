@@ -8,6 +8,7 @@ import pytest
 
 from streams.coordinator.pipelines import TasksTopicGuard, tasks_topic_ensurer
 from streams.coordinator.settings import CoordinatorSettings
+from streams.coordinator.telemetry.metrics import MAX_PIPELINE_LABELS, CoordinatorMetrics
 from streams.errors import BrokerUnavailable
 from streams.kafka.txn_errors import TransactionAborted
 from streams.topics import Topics
@@ -142,3 +143,34 @@ def test_the_engines_ensure_a_pipelines_topic_as_the_coordinator_made_its_own() 
     failing[0] = False
     assert eos("logs") is True and faust("logs") is True
     assert calls == 4 * [(settings.kafka, settings.topics, "logs", 3, 2, 1)]
+
+
+def _sample(d: Driver, name: str, **labels: str) -> float:
+    return d.processor.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_dispatches_and_results_are_counted_by_pipeline() -> None:
+    d = Driver()
+    _started(d, "logs-1", at(10, 0, 30), pipeline="logs")
+    _started(d, "plain-1", at(10, 0, 30))
+    d.tick(at(10, 1))
+    (task,) = d.emitter.values("tidemark.tasks.logs")
+    d.result(ack(task, pipeline="logs"), at(10, 1, 1))
+    d.result(ack(task, pipeline="metrics"), at(10, 1, 2))  # rejected, but counted as decoded
+    d.result(ack(task), at(10, 1, 3))
+    dispatched = "tidemark_pipeline_tasks_dispatched_total"
+    assert _sample(d, dispatched, pipeline="logs") == 1
+    assert _sample(d, dispatched, pipeline="default") == 1
+    results = "tidemark_pipeline_results_total"
+    for pipeline in ("logs", "metrics", "default"):
+        assert _sample(d, results, pipeline=pipeline, outcome="ack") == 1
+    assert _sample(d, "tidemark_tasks_dispatched_total") == 2  # the totals stay as they were
+
+
+def test_the_pipeline_label_is_bounded() -> None:
+    metrics = CoordinatorMetrics()
+    for n in range(MAX_PIPELINE_LABELS + 5):
+        metrics.result("ack", f"p{n}")
+    get = metrics.registry.get_sample_value
+    assert get("tidemark_pipeline_results_total", {"pipeline": "other", "outcome": "ack"}) == 5
+    assert get("tidemark_pipeline_results_total", {"pipeline": "p0", "outcome": "ack"}) == 1
