@@ -52,3 +52,18 @@ def test_the_stream_table_and_show_name_the_pipeline() -> None:
     print_stream(out, view, [], NOW_MS)
     shown = out.export_text()
     assert "pipeline" in shown and shown.count("logs-export") == 2  # the fact and --pipeline
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["tail", "commits", "--pipeline", "logs"], "tail tasks"),
+        (["tail", "tasks", "--pipeline", "a.b"], "letters"),
+    ],
+)
+def test_tail_pipeline_names_a_pipelines_tasks_topic_or_exits_2(
+    args: list[str], reason: str
+) -> None:
+    result = CliRunner().invoke(app, ["--bootstrap-servers", "127.0.0.1:1", *args])
+    assert result.exit_code == 2, result.output
+    assert "error: --pipeline" in result.stderr and reason in result.stderr
