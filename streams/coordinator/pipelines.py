@@ -40,7 +40,7 @@ class TasksTopicGuard:
 
     def __init__(self, topics: Topics, emitter: Emitter, ensure: Callable[[str], bool]) -> None:
         self._topics = topics
-        self._emitter = emitter
+        self._send = emitter.send  # bound once: every output of the Processor comes through
         self._ensure = ensure
         self._known: set[str] = set()  # topics that need no check (any longer)
 
@@ -53,13 +53,16 @@ class TasksTopicGuard:
         on_failed: Callable[[], None] | None = None,
     ) -> None:
         if topic not in self._known:
-            pipeline = self._topics.pipeline_of_tasks(topic)
-            if pipeline is None or pipeline == DEFAULT_PIPELINE or self._ensure(pipeline):
-                self._known.add(topic)
+            self._check(topic)
         if on_delivered is None and on_failed is None:
-            self._emitter.send(topic, key, value)  # a transactional emitter takes three
+            self._send(topic, key, value)  # a transactional emitter takes three
         else:
-            self._emitter.send(topic, key, value, on_delivered, on_failed)
+            self._send(topic, key, value, on_delivered, on_failed)
+
+    def _check(self, topic: str) -> None:
+        pipeline = self._topics.pipeline_of_tasks(topic)
+        if pipeline is None or pipeline == DEFAULT_PIPELINE or self._ensure(pipeline):
+            self._known.add(topic)
 
 
 def tasks_topic_ensurer(
