@@ -68,16 +68,18 @@ class TasksTopicGuard:
 def tasks_topic_ensurer(
     settings: CoordinatorSettings,
     aborts: bool,
-    make: Callable[..., bool] = ensure_tasks_topic,
+    make: Callable[..., bool] | None = None,
 ) -> Callable[[str], bool]:
     """The `ensure` of an engine's guard: make the pipeline's tasks topic as the coordinator
     made its own (its partitions, replication and min.insync.replicas). When the cluster does
     not answer: TransactionAborted if `aborts` (the confluent engine), else a warning and False
-    (the Faust engine), as `TasksTopicGuard` says why."""
+    (the Faust engine), as `TasksTopicGuard` says why. `make`: streams.kafka.pipelines'
+    `ensure_tasks_topic` unless a test says otherwise."""
 
     def ensure(pipeline: str) -> bool:
+        made = ensure_tasks_topic if make is None else make
         try:
-            make(settings.kafka, settings.topics, pipeline, settings.partitions,
+            made(settings.kafka, settings.topics, pipeline, settings.partitions,
                  settings.replication, settings.min_insync_replicas)  # fmt: skip
         except BrokerUnavailable as exc:
             topic = settings.topics.tasks_for(pipeline)

@@ -4,16 +4,24 @@ engine has not made sure exists (streams.coordinator.pipelines)."""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import pytest
 
+from streams.coordinator import pipelines as pipelines_module
 from streams.coordinator.pipelines import TasksTopicGuard, tasks_topic_ensurer
+from streams.coordinator.processor import partition_of
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.telemetry.metrics import MAX_PIPELINE_LABELS, CoordinatorMetrics
 from streams.errors import BrokerUnavailable
 from streams.kafka.txn_errors import TransactionAborted
 from streams.topics import Topics
 
+from .fake_clients import FakeBroker
 from .fakes import T0, Driver, RecordingEmitter, ack, at, nack
+from .test_eos_renewal import PARTITIONS, Running, _engine
 
 BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "eos"])
 
@@ -174,3 +182,34 @@ def test_the_pipeline_label_is_bounded() -> None:
     get = metrics.registry.get_sample_value
     assert get("tidemark_pipeline_results_total", {"pipeline": "other", "outcome": "ack"}) == 5
     assert get("tidemark_pipeline_results_total", {"pipeline": "p0", "outcome": "ack"}) == 1
+
+
+def test_the_confluent_engine_aborts_and_handles_the_upsert_again_until_the_topic_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Producing to a topic that does not exist would abort every transaction; a topic that
+    cannot be made yet aborts one, and the upsert is handled again (not lost)."""
+    broker = FakeBroker(PARTITIONS)
+    made: list[tuple[str, int]] = []  # (pipeline, tasks produced to its topic by then)
+
+    def make(settings: object, topics: Topics, pipeline: str, *rest: object) -> bool:
+        made.append((pipeline, broker.count(topics.tasks_for(pipeline))))
+        if len(made) == 1:
+            raise BrokerUnavailable("Timed out waiting for controller")
+        return True
+
+    monkeypatch.setattr(pipelines_module, "ensure_tasks_topic", make)
+    engine = _engine(tmp_path, broker, monkeypatch, "routed")
+    start = time.time_ns() // 1_000_000 - 5_000
+    value = {"type": "upsert", "stream_id": "s1", "start_ms": start - start % 1000,
+             "window_ms": 1000, "step_ms": 1000, "pipeline": "logs"}  # fmt: skip
+    key = b"s1"
+    broker.append(engine.topics.control, partition_of(key, PARTITIONS), key,
+                  json.dumps(value).encode())  # fmt: skip
+    logs = engine.topics.tasks_for("logs")
+    with Running(engine) as running:
+        running.wait_for("the stream's tasks on its pipeline's topic", lambda: broker.count(logs))
+    assert made == [("logs", 0), ("logs", 0)]  # made before its first task, asked again once
+    assert broker.made[0].calls.count("abort") == 1, broker.made[0].calls  # one transaction
+    assert broker.count(engine.topics.tasks) == 0
+    assert {t["pipeline"] for t in broker.records(logs)} == {"logs"}
