@@ -58,7 +58,10 @@ def other_owner(result: Result, state: StreamState) -> str | None:
     incarnation = result.incarnation
     if incarnation is not None and incarnation != state.incarnation:
         return other_incarnation(incarnation, state.incarnation)
-    return other_pipeline(result.pipeline, state.config.pipeline)
+    pipeline = result.pipeline
+    if (DEFAULT_PIPELINE if pipeline is None else pipeline) == state.config.pipeline:
+        return None  # every result but a misrouted one: no call more on the hot path
+    return other_pipeline(pipeline, state.config.pipeline)
 
 
 def result_problem(result: Result, now_ms: int) -> str | None:
