@@ -66,12 +66,15 @@ def _wait_for_topic(kafka: KafkaSettings, topic: str, timeout_s: float = 30) -> 
         time.sleep(0.2)
 
 
+@pytest.mark.parametrize("engine", ["confluent", "faust"])
 def test_two_pipelines_on_one_prefix_each_get_only_their_own_tasks(
-    kafka: KafkaSettings, unique: str, tmp_path: Path
+    kafka: KafkaSettings, unique: str, tmp_path: Path, engine: str
 ) -> None:
     assert _broker_setting(kafka, "auto.create.topics.enable") == "false"
     prefix = f"route-{unique}"
-    coordinator = CoordinatorProcess(kafka, prefix, tmp_path / "data", tmp_path / "coord.log")
+    coordinator = CoordinatorProcess(
+        kafka, prefix, tmp_path / "data", tmp_path / "coord.log", engine=engine
+    )
     coordinator.start().wait_ready()
     workers = [RoutedWorker(kafka, prefix, r, tmp_path / f"{r}.log") for r in ("alpha", "beta")]
     topics = ["tasks", "tasks.alpha", "tasks.beta", "results", "commits", "rejected"]
