@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from streams.core import config_to_dict
 from streams.core._checks import MAX_ERROR_MESSAGE_CHARS
-from streams.core.config import StreamConfig
+from streams.core.config import DEFAULT_PIPELINE, StreamConfig
 from streams.core.view import STATUSES, PublishedView, behind_ms
 from streams.humanize import format_time
 
@@ -64,6 +64,8 @@ class StreamSource(Protocol):
     def last_error(self) -> Mapping[str, str] | None: ...
     @property
     def bypasses(self) -> int: ...
+    @property
+    def pipeline(self) -> str: ...
     def state(self, now_ms: int) -> str: ...
     def catching_up_after_ms(self) -> int | None: ...
 
@@ -99,6 +101,8 @@ class ReadView:
     changed_ms: int | None = None
     held_since_ms: int | None = None
     stream_config: StreamConfig | None = field(default=None, repr=False)
+    # Shown even where the config is not (the status page): which workers run the stream.
+    pipeline: str = DEFAULT_PIPELINE
     _config: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -123,6 +127,7 @@ class ReadView:
             view.changed_ms,
             view.held_since_ms,
             stream_config if config else None,
+            stream_config.pipeline,
         )
 
     @classmethod
@@ -143,6 +148,7 @@ class ReadView:
             source.attempt,
             None if error is None else dict(error),
             source.bypasses,
+            pipeline=source.pipeline,
         )
 
     @property
@@ -207,6 +213,7 @@ class ReadView:
             "last_error": error_json(self.last_error),
             "bypasses": self.bypasses,
             "paused": self.paused,
+            "pipeline": self.pipeline,
         }
         if config:
             doc["config"] = self.config_dict()

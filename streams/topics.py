@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+from streams.core.config import DEFAULT_PIPELINE, check_pipeline
+from streams.errors import InvalidInput
 
 COMPACTED = {"cleanup.policy": "compact"}
 # `control` is input only: every reader takes configs from the compacted `streams` views, so
@@ -43,7 +47,25 @@ class Topics:
 
     @property
     def tasks(self) -> str:
-        return f"{self.prefix}.tasks"
+        """The default pipeline's tasks topic (`tasks_for(DEFAULT_PIPELINE)`)."""
+        return tasks_topic(self.prefix, DEFAULT_PIPELINE)
+
+    def tasks_for(self, pipeline: str) -> str:
+        """The topic of a pipeline's tasks, which only its workers read (one group per pipeline,
+        with its own lag, scaling and retention): `{prefix}.tasks.{pipeline}`, and the default
+        pipeline's `{prefix}.tasks`, the topic every worker read before pipelines existed, so
+        that an existing deployment upgrades as it is. Raises InvalidInput for a bad name."""
+        return tasks_topic(self.prefix, pipeline)
+
+    def pipeline_of_tasks(self, topic: str) -> str | None:
+        """The pipeline whose tasks `topic` holds (the inverse of `tasks_for`), or None."""
+        default = self.tasks
+        if topic == default:
+            return DEFAULT_PIPELINE
+        if not topic.startswith(default + "."):
+            return None
+        pipeline = topic[len(default) + 1 :]
+        return pipeline if pipeline and _is_pipeline(pipeline) else None
 
     @property
     def commits(self) -> str:
@@ -108,6 +130,7 @@ class Topics:
         def spec(name: str, count: int, config: Mapping[str, str] | None = None) -> TopicSpec:
             return TopicSpec(name, count, replication, {**(config or {}), **isr})
 
+        # A pipeline's tasks topic is made as the default one is (`tasks_specs`).
         same = [self.results, self.ticks, self.tasks, self.commits, self.rejected]
         specs = [spec(name, partitions) for name in same]
         # Control holds requests, not configs (those come back from `streams`): a week of them.
@@ -127,3 +150,32 @@ class Topics:
         big = {**COMPACTED, "max.message.bytes": str(MAX_STATE_BYTES)}
         specs.append(spec(self.eos_changelog, partitions, big))
         return specs
+
+    def tasks_specs(
+        self,
+        pipeline: str,
+        partitions: int,
+        replication: int | None = None,
+        min_insync: int | None = None,
+    ) -> list[TopicSpec]:
+        """The tasks topic of `pipeline`, with the settings of the default one; the CLI, the
+        worker and the coordinator create it before a task of the pipeline is sent (a producer
+        would wait for it, or, inside a transaction, abort again and again)."""
+        isr = {} if min_insync is None else {"min.insync.replicas": str(min_insync)}
+        return [TopicSpec(self.tasks_for(pipeline), partitions, replication, isr)]
+
+
+@lru_cache(maxsize=1024)
+def tasks_topic(prefix: str, pipeline: str) -> str:
+    """`Topics(prefix).tasks_for(pipeline)`; cached, as the coordinator asks it per task."""
+    if pipeline == DEFAULT_PIPELINE:
+        return f"{prefix}.tasks"
+    return f"{prefix}.tasks.{check_pipeline(pipeline)}"
+
+
+def _is_pipeline(name: str) -> bool:
+    try:
+        check_pipeline(name)
+    except InvalidInput:
+        return False
+    return True

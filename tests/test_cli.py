@@ -30,7 +30,7 @@ from streams.cli import app
 from streams.core import StreamConfig, create_state
 from streams.core.view import view_of
 from streams.dev.broker import free_port
-from streams.kafka.admin import create_topics
+from streams.kafka.admin import create_topics, partition_counts
 from streams.kafka.settings import KafkaSettings
 from streams.topics import Topics
 from streams.wire import encode_view
@@ -345,6 +345,20 @@ def test_update_pause_resume_and_delete(cli: Cli) -> None:
     assert kept.exit_code == 1 and cli.json("streams", "show", s)
     assert "deleted" in cli.ok("streams", "delete", s, "--yes")
     wait_for("the delete", lambda: s not in {d["stream_id"] for d in cli.json("streams", "list")})
+
+
+def test_a_stream_of_a_pipeline_makes_its_topic_and_shows_its_pipeline(cli: Cli) -> None:
+    s = sid("piped")
+    start = now_ms() + 10 * MIN  # nothing is due: the topic comes from the CLI, not a task
+    topic = f"{cli.prefix}.tasks.cli-logs"
+    created = cli.ok("streams", "create", s, "--start", str(start), "--pipeline", "cli-logs")
+    assert "for the workers of pipeline 'cli-logs'" in created
+    counts = partition_counts(cli.kafka, [topic, f"{cli.prefix}.tasks"])
+    assert counts[topic] == counts[f"{cli.prefix}.tasks"]  # made like the default one
+    shown = wait_for("the stream's view", lambda: cli.shown(s))
+    assert shown["pipeline"] == "cli-logs" and shown["config"]["pipeline"] == "cli-logs"
+    assert "cli-logs" in cli.ok("streams", "list") and "--pipeline" in cli.ok("streams", "show", s)
+    cli.ok("streams", "delete", s, "--yes")
 
 
 @pytest.mark.parametrize(

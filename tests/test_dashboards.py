@@ -261,3 +261,13 @@ def test_prometheus_scrapes_the_coordinator_and_worker_ports() -> None:
         check = subprocess.run([promtool, "check", "config", str(DEPLOY / "prometheus.yml")],
                                capture_output=True, text=True, timeout=60)  # fmt: skip
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_dashboard_shows_each_pipeline() -> None:
+    used = set().union(*(series_in(expr) for _, expr in queries()))
+    assert {
+        "tidemark_pipeline_tasks_dispatched_total",
+        "tidemark_pipeline_results_total",
+    } <= used
+    exprs = [expr for _, expr in queries() if "tidemark_consumer_lag" in expr]
+    assert any("tasks" in expr and "topic" in expr for expr in exprs)  # each tasks topic's lag

@@ -9,12 +9,14 @@ import pytest
 
 import streams.readmodel as readmodel
 from streams.commands.views import bypass_doc, stream_doc
+from streams.core import StreamConfig
 from streams.core.view import PublishedView
 from streams.dashboard.state import Snapshot, state_document
 from streams.dashboard.table import StreamTable
 from streams.kafka.settings import KafkaSettings
 from streams.readmodel import BypassView, ReadModel
 from streams.readview import ReadView
+from streams.wire import decode_view, encode_view
 from tests.test_readmodel import MIN, T0, bypass, put, view
 
 NOW = T0 + 10 * MIN
@@ -77,3 +79,16 @@ def test_the_config_is_rendered_only_when_asked_and_is_a_copy(model: ReadModel) 
     doc["config"]["params"]["changed"] = True
     assert "changed" not in stream_doc(shown, NOW)["config"]["params"]
     assert "config" not in stream_doc(shown, NOW, config=False)
+
+
+def test_a_views_pipeline_reaches_the_page_and_the_cli_without_its_config() -> None:
+    published = PublishedView(StreamConfig("s", T0, pipeline="logs"), "live", T0, None, 0,
+                              None, 0, None, 1, T0)  # fmt: skip
+    decoded = decode_view(b"s", encode_view(published)).view
+    assert decoded is not None
+    page_row = ReadView.of(decoded, 0, config=False)  # the page holds no config
+    assert page_row.pipeline == "logs" and page_row.stream_config is None
+    assert page_row.to_json(NOW)["pipeline"] == "logs"
+    assert ReadView.copy_of(page_row, NOW).pipeline == "logs"
+    plain = PublishedView(StreamConfig("s", T0), "live", T0, None, 0, None, 0, None, 1, T0)
+    assert ReadView.of(plain, 0).to_json(NOW)["pipeline"] == "default"

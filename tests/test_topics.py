@@ -7,7 +7,7 @@ import pytest
 from streams.coordinator.settings import CoordinatorSettings
 from streams.errors import InvalidInput
 from streams.kafka.admin import replication_for
-from streams.topics import Topics
+from streams.topics import Topics, TopicSpec
 
 
 def test_specs_name_every_topic_with_its_partitions_and_policy() -> None:
@@ -48,3 +48,26 @@ def test_the_settings_read_replication_and_min_isr_from_the_environment() -> Non
     assert (settings.replication, settings.min_insync_replicas) == (3, 2)
     with pytest.raises(InvalidInput, match="min_insync_replicas"):
         CoordinatorSettings(replication=2, min_insync_replicas=3)
+
+
+def test_a_pipelines_tasks_topic_is_named_in_one_place() -> None:
+    """`default` keeps `{prefix}.tasks`, so that an existing deployment upgrades as it is."""
+    topics = Topics("tm")
+    assert topics.tasks_for("default") == "tm.tasks" == topics.tasks
+    assert topics.tasks_for("logs") == "tm.tasks.logs"
+    assert topics.pipeline_of_tasks("tm.tasks") == "default"
+    assert topics.pipeline_of_tasks("tm.tasks.logs") == "logs"
+    for other in ("tm.results", "tm.tasks.", "other.tasks.logs", "tm.tasks.a.b"):
+        assert topics.pipeline_of_tasks(other) is None
+    with pytest.raises(InvalidInput) as caught:
+        topics.tasks_for("a.b")
+    assert caught.value.field == "pipeline"
+
+
+def test_a_pipelines_tasks_topic_is_made_like_the_default_one() -> None:
+    (spec,) = Topics("tm").tasks_specs("logs", partitions=4, replication=3, min_insync=2)
+    default = {s.name: s for s in Topics("tm").specs(4, 3, 2)}["tm.tasks"]
+    assert spec == TopicSpec("tm.tasks.logs", default.partitions, 3, default.config)
+    assert Topics("tm").tasks_specs("default", partitions=4) == [
+        s for s in Topics("tm").specs(4) if s.name == "tm.tasks"
+    ]

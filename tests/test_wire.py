@@ -833,3 +833,33 @@ def test_rejected_records_decode() -> None:
 
 def test_stream_keys_are_the_stream_id_as_utf8() -> None:
     assert stream_key("s-é") == "s-é".encode()
+
+
+def test_pipeline_rides_on_tasks_and_results_and_absent_is_the_default() -> None:
+    task = decode_task(raw({**TASK_FIELDS, "pipeline": "logs"}))
+    assert task.pipeline == "logs"
+    assert json.loads(encode_task(task))["pipeline"] == "logs"
+    assert decode_task(encode_task(task)) == task
+    old = decode_task(raw(TASK_FIELDS))  # from a coordinator without pipelines
+    assert old.pipeline == "default"
+    assert "pipeline" not in json.loads(encode_task(old))  # a default task keeps its bytes
+    for result in (
+        Result("s", T0, T1, 2, "ack", ack_ms=T1, pipeline="logs"),
+        Result("s", T0, T1, 2, "nack", error=ErrorInfo("k", "m"), pipeline="logs"),
+        Result("s", T0, T1, 2, "heartbeat", incarnation=3, pipeline="default"),
+    ):
+        value = encode_result(result)
+        assert json.loads(value)["pipeline"] == result.pipeline
+        assert decode_result(value) == result
+    assert "pipeline" not in json.loads(encode_result(Result("s", T0, T1, 2, "heartbeat")))
+    assert decode_result(raw(result_fields(outcome="heartbeat"))).pipeline is None
+
+
+@pytest.mark.parametrize("bad", ["", "a.b", "x" * 65, 7])
+def test_a_bad_pipeline_is_rejected_naming_the_field(bad: object) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        decode_result(raw({**result_fields(outcome="heartbeat"), "pipeline": bad}))
+    assert caught.value.field == "pipeline"
+    with pytest.raises(InvalidInput) as caught:
+        decode_task(raw({**TASK_FIELDS, "pipeline": bad}))
+    assert caught.value.field == "pipeline"

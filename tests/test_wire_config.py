@@ -14,10 +14,17 @@ from typing import Any
 import pytest
 
 from streams.core import Upsert
-from streams.core.config import CONFIG_BOUNDS, StreamConfig, config_defaults
+from streams.core.config import (
+    CONFIG_BOUNDS,
+    DEFAULT_PIPELINE,
+    MAX_PIPELINE_CHARS,
+    PIPELINE_PATTERN,
+    StreamConfig,
+    config_defaults,
+)
 from streams.core.retry import RETRY_BOUNDS, Fixed
 from streams.errors import InvalidInput
-from streams.wire import ConfigModel, decode_control, json_schema
+from streams.wire import ConfigModel, decode_control, encode_control, json_schema
 
 BASE: dict[str, Any] = {"stream_id": "s", "start_ms": 0, "window_ms": 1, "step_ms": 1}
 
@@ -99,3 +106,23 @@ def test_a_retry_interval_past_its_bound_is_refused_by_both() -> None:
         Fixed(too_long + 1)
     assert wire.value.field == core.value.field == "retry.interval_ms"
     assert decode_control(upsert({**BASE, "retry": {**retry, "interval_ms": too_long}}))
+
+
+@pytest.mark.parametrize("pipeline", ["", "a.b", "-a", "é", "x" * (MAX_PIPELINE_CHARS + 1), 7])
+def test_the_wire_and_the_core_refuse_a_bad_pipeline_naming_it(pipeline: Any) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        decode_control(upsert({**BASE, "pipeline": pipeline}))
+    assert caught.value.field == "pipeline"
+    with pytest.raises(InvalidInput) as caught:
+        StreamConfig("s", 0, pipeline=pipeline)
+    assert caught.value.field == "pipeline"
+
+
+def test_the_published_schema_states_the_cores_pipeline_rule() -> None:
+    field = json_schema("control")["$defs"]["UpsertControl"]["properties"]["pipeline"]
+    assert (field["pattern"], field["maxLength"], field["default"]) == (
+        PIPELINE_PATTERN, MAX_PIPELINE_CHARS, DEFAULT_PIPELINE
+    )  # fmt: skip
+    decoded = decode_control(upsert({**BASE, "pipeline": "logs"}))
+    assert isinstance(decoded, Upsert) and decoded.config.pipeline == "logs"
+    assert decode_control(encode_control(decoded)) == decoded

@@ -32,6 +32,9 @@ _STRINGS = st.sampled_from(
     ["a", "", "s-1", "é", "x" * MAX_STREAM_ID_CHARS, "x" * (MAX_STREAM_ID_CHARS + 1)]
 )
 _ANY = st.one_of(_INTS, _ODD, _STRINGS, st.just(_MISSING))
+_PIPELINES = st.sampled_from(
+    ["logs", "default", "a-b_9", "", "a.b", "-a", "é", "a\n", "x" * 64, "x" * 65]
+)
 _ERRORS = st.one_of(
     _ODD,
     st.fixed_dictionaries(
@@ -68,11 +71,14 @@ def _base(outcome: str) -> dict[str, Any]:
 def _values(draw: st.DrawFn) -> dict[str, Any]:
     value = _base(draw(st.sampled_from(["ack", "nack", "heartbeat"])))
     fields = ["stream_id", "start_ms", "end_ms", "attempt", "outcome", "ack_ms", "incarnation"]
+    fields.append("pipeline")
     for name in draw(st.lists(st.sampled_from(fields), max_size=3, unique=True)):
         if name == "outcome":
             new: Any = draw(st.one_of(st.sampled_from(["ack", "nack", "heartbeat", "ACK"]), _ANY))
         elif name == "stream_id":
             new = draw(st.one_of(_STRINGS, _ANY))
+        elif name == "pipeline":
+            new = draw(st.one_of(_PIPELINES, _ANY))
         else:
             new = draw(_ANY)
         if new is _MISSING:

@@ -33,6 +33,7 @@ FLAGS = {
     "gc_grace_ms": "--gc-grace",
     "bypass_retention_ms": "--bypass-retention",
     "source": "--source",
+    "pipeline": "--pipeline",
 }
 _DURATIONS = {
     "window": "window_ms",
@@ -65,6 +66,7 @@ class ConfigFlags:
     gc_grace: str | None = None
     bypass_retention: str | None = None
     source: str | None = None  # "" clears it
+    pipeline: str | None = None
 
     def changes(self, now_ms: int) -> dict[str, Any]:
         """The config fields these flags set, parsed (params are handled by `merge`)."""
@@ -88,6 +90,8 @@ class ConfigFlags:
             out["max_in_flight"] = self.max_in_flight
         if self.source is not None:
             out["source"] = self.source or None
+        if self.pipeline is not None:
+            out["pipeline"] = self.pipeline
         return out
 
     def merge(self, base: Mapping[str, Any], now_ms: int) -> dict[str, Any]:

@@ -22,8 +22,10 @@ from streams.commands.flags import ConfigFlags, validated
 from streams.commands.views import by_lag, print_stream, stream_doc, streams_table
 from streams.commands.views import bypass_doc as bypass_json
 from streams.core import Control, Delete, Pause, Resume, Upsert, config_from_dict
+from streams.core.config import DEFAULT_PIPELINE
 from streams.errors import TidemarkError
 from streams.humanize import format_duration, format_time
+from streams.kafka.pipelines import ensure_tasks_topic
 from streams.kafka.topic_io import send
 from streams.readmodel import TOPICS, ReadModel, ReadView
 from streams.wire import encode_control, stream_key
@@ -87,6 +89,16 @@ Source = Annotated[
     ),
 ]
 
+PipelineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pipeline",
+        metavar="NAME",
+        help="which workers run the stream's tasks: those started with --route NAME, reading "
+        "{prefix}.tasks.NAME (made here if missing) [default: the workers without --route]",
+    ),
+]
+
 
 @app.command()
 @friendly_errors
@@ -116,6 +128,7 @@ def create(
     gc_grace: GcGrace = None,
     bypass_retention: BypassRetention = None,
     source: Source = None,
+    pipeline: PipelineOpt = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -125,6 +138,7 @@ def create(
     flags = ConfigFlags(
         start, window, step, delay, timeout, bypass_after, retry, max_attempts,
         non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention, source,
+        pipeline,
     )  # fmt: skip
     config = validated(flags.merge({"stream_id": stream}, now_ms()))
     env.connect(require=["control", "streams"])
@@ -132,6 +146,7 @@ def create(
         raise TidemarkError(
             f"stream {stream!r} already exists; change it with `tidemark streams update`"
         )
+    _ensure_tasks_topic(env, config)
     _upsert(env, config, "created")
 
 
@@ -155,6 +170,7 @@ def update(
     gc_grace: GcGrace = None,
     bypass_retention: BypassRetention = None,
     source: Source = None,
+    pipeline: PipelineOpt = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -168,10 +184,13 @@ def update(
     flags = ConfigFlags(
         None, window, step, delay, timeout, bypass_after, retry, max_attempts,
         non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention, source,
+        pipeline,
     )  # fmt: skip
     flags.changes(now_ms())  # bad input is reported before anything talks to Kafka
     current = _existing(env, stream)
-    _upsert(env, validated(flags.merge(current.config, now_ms())), "updated")
+    config = validated(flags.merge(current.config, now_ms()))
+    _ensure_tasks_topic(env, config)
+    _upsert(env, config, "updated")
 
 
 @app.command()
@@ -296,6 +315,15 @@ def _existing(env: CliEnv, stream: str) -> ReadView:
     return _known(_read(env, ("streams",)), stream)
 
 
+def _ensure_tasks_topic(env: CliEnv, config: dict[str, Any]) -> None:
+    """Make the tasks topic of the stream's pipeline before the coordinator sends it a task
+    (the coordinator would make it too; whoever comes first)."""
+    pipeline = config.get("pipeline", DEFAULT_PIPELINE)
+    if pipeline != DEFAULT_PIPELINE and ensure_tasks_topic(env.settings, env.topics, pipeline):
+        console(stderr=True).print(f"made {env.topics.tasks_for(pipeline)}, the tasks topic of "
+                                   f"pipeline {pipeline!r}")  # fmt: skip
+
+
 def _control(env: CliEnv, control: Pause | Resume | Delete, done: str) -> None:
     value = _send(env, control)
     _report(env, value, f"{done} stream {control.stream_id!r}")
@@ -303,12 +331,14 @@ def _control(env: CliEnv, control: Pause | Resume | Delete, done: str) -> None:
 
 def _upsert(env: CliEnv, config: dict[str, Any], done: str) -> None:
     value = _send(env, Upsert(config_from_dict(config)))
+    pipeline = config.get("pipeline")
     _report(
         env,
         value,
         f"{done} stream {config['stream_id']!r}: windows of "
         f"{format_duration(config['window_ms'])} every {format_duration(config['step_ms'])} "
-        f"from {format_time(config['start_ms'])}",
+        f"from {format_time(config['start_ms'])}"
+        + ("" if pipeline is None else f", for the workers of pipeline {pipeline!r}"),
     )
 
 

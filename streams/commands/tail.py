@@ -19,6 +19,7 @@ from streams.commands.common import (
     console,
     friendly_errors,
 )
+from streams.errors import InvalidInput
 from streams.humanize import format_time
 from streams.kafka.topic_io import TopicReader, TopicRecord
 
@@ -44,6 +45,14 @@ def tail(
     timeout: Annotated[
         float | None, typer.Option(min=0, help="stop after this many seconds")
     ] = None,
+    pipeline: Annotated[
+        str | None,
+        typer.Option(
+            "--pipeline",
+            metavar="NAME",
+            help="with tasks: the tasks of this pipeline ({prefix}.tasks.NAME) [the default one]",
+        ),
+    ] = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -54,8 +63,15 @@ def tail(
     {"topic", "partition", "offset", "timestamp_ms", "key", "value"} (value null: a tombstone).
     """
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
-    env.connect(require=[topic.value])
     name = f"{env.topics.prefix}.{topic.value}"
+    if pipeline is not None:
+        if topic is not TailTopic.tasks:
+            raise InvalidInput("--pipeline", "names the tasks topic of a pipeline: tail tasks")
+        try:
+            name = env.topics.tasks_for(pipeline)
+        except InvalidInput as exc:
+            raise InvalidInput("--pipeline", exc.reason) from None
+    env.connect(require=[name.removeprefix(f"{env.topics.prefix}.")])
     reader = TopicReader(env.settings, [name], "tidemark-tail")
     try:
         reader.start(from_end=not from_beginning, timeout_s=env.connect_timeout_s)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from streams.core.config import DEFAULT_PIPELINE
 from streams.humanize import format_duration, format_time
 from streams.readview import BypassView, ReadView, bypass_json
 
@@ -66,9 +67,10 @@ def error_text(error: Mapping[str, str] | None) -> str:
 
 
 def streams_table(views: Iterable[ReadView], now_ms: int, title: str | None = None) -> Table:
-    """stream, downstream (UTC), lag, state, attempt, bypasses: one row per stream."""
+    """stream, pipeline, downstream (UTC), lag, state, attempt, bypasses: one row per stream."""
     table = Table(title=title, title_justify="left")
     table.add_column("stream", overflow="fold")
+    table.add_column("pipeline", overflow="fold")
     table.add_column("downstream (UTC)", no_wrap=True)
     table.add_column("lag", justify="right", no_wrap=True)
     table.add_column("state", no_wrap=True)
@@ -77,6 +79,7 @@ def streams_table(views: Iterable[ReadView], now_ms: int, title: str | None = No
     for view in views:
         table.add_row(
             view.stream_id,
+            view.pipeline,
             time_text(view.downstream_ms),
             lag_text(view.lag_ms(now_ms)),
             state_text(view.state(now_ms)),
@@ -146,6 +149,7 @@ def config_rows(config: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("--non-retryable", ", ".join(config.get("non_retryable") or []) or "-"),
         ("--max-in-flight", str(config["max_in_flight"])),
         ("--source", str(config.get("source") or "-")),
+        ("--pipeline", str(config.get("pipeline") or DEFAULT_PIPELINE)),
         ("--param", " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items())) or "-"),
     ]
 
@@ -158,6 +162,7 @@ def print_stream(out: Console, view: ReadView, bypasses: Iterable[BypassView], n
     window = view.window
     rows = [
         ("stream", Text(view.stream_id)),
+        ("pipeline", Text(view.pipeline)),
         ("state", state_text(view.state(now_ms))),
         ("downstream", Text(time_text(view.downstream_ms))),
         ("lag", Text(lag_text(view.lag_ms(now_ms)))),

@@ -35,7 +35,7 @@ from streams.core import (
 from streams.core.results import UNKNOWN_STREAM, ended_reason
 from streams.errors import InvalidInput, TidemarkError
 from streams.kafka.partitioner import partition_of
-from streams.topics import Topics
+from streams.topics import Topics, tasks_topic
 from streams.wire import decode_control, decode_result, encode_task, rejected_value
 
 log = logging.getLogger("streams.coordinator")
@@ -81,7 +81,6 @@ class Inputs:
         # each stream key's partition.
         self._results_topic = topics.results
         self._control_topic = topics.control
-        self._tasks_topic = topics.tasks
         self._placed: dict[bytes, int] = {}
 
     def handle(
@@ -128,7 +127,7 @@ class Inputs:
         outcome = result.outcome
         self.stats[_RESULT_STATS[outcome]] += 1
         metrics = self.metrics
-        metrics.result(outcome)
+        metrics.result(outcome, result.pipeline)
         record = self.load(stream_id, now_ms)
         if record is None:
             state = None
@@ -253,7 +252,7 @@ class Inputs:
         tasks = decision.tasks
         if tasks:
             key = stream_id.encode()
-            topic = self._tasks_topic
+            topic = tasks_topic(self.topics.prefix, state.config.pipeline)  # the workers' own
             for task in tasks:
                 out.append((topic, key, encode_task(task), None, None))
             stats["tasks"] += len(tasks)

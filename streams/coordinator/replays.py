@@ -208,14 +208,16 @@ class ReplayLane:
         stream_id = state.stream_id
         key = stream_id.encode()
         for task in decision.tasks:
-            self.emitter.send(self.topics.tasks, key, encode_task(task))
+            self.emitter.send(self.topics.tasks_for(task.pipeline), key, encode_task(task))
         for record in decision.relisted:
             self.emitter.send(self.topics.bypassed, bypassed_key(stream_id, record.start_ms),
                               encode_bypassed(record))  # fmt: skip
         if decision.replayed:
             self.announcer.replayed(state, decision.replayed, live.announced_ms, now_ms)
         if self.metrics is not None:
-            self.metrics.replayed(len(decision.tasks), 1 if decision.replayed else 0)
+            self.metrics.replayed(
+                len(decision.tasks), 1 if decision.replayed else 0, live.config.pipeline
+            )
         self.stats["replay_tasks"] += len(decision.tasks)
         self.stats["replayed"] += len(decision.replayed)
         self.stats["replay_failures"] += len(decision.relisted)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,6 +32,15 @@ MAX_STREAM_ID_CHARS = 200
 # A source names what a stream reads from (e.g. a query endpoint); the outage guard counts the
 # streams that share one (streams.core.outage).
 MAX_SOURCE_CHARS = 200
+# The pipeline a stream belongs to: its tasks go to that pipeline's topic (streams.topics), and
+# only that pipeline's workers read them and may answer. A stream that names none (every stream
+# stored before pipelines existed) belongs to `default`, whose topic is the one every worker read
+# before (`{prefix}.tasks`). A name becomes part of a topic name, so it is kept to what Kafka
+# allows there without '.': Kafka warns that '.' and '_' collide in its metric names.
+DEFAULT_PIPELINE = "default"
+MAX_PIPELINE_CHARS = 64
+PIPELINE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+_PIPELINE = re.compile(PIPELINE_PATTERN)
 # Each window in flight is state and a task; a catch-up needs tens, not millions.
 MAX_IN_FLIGHT = 1000
 # non_retryable is kept in the state: a few dozen kinds, each no longer than a nack's kind can be
@@ -92,6 +102,7 @@ class StreamConfig:
     gc_grace_ms: int = DEFAULT_GC_GRACE_MS
     bypass_retention_ms: int = DEFAULT_BYPASS_RETENTION_MS
     source: str | None = None  # what the stream reads from; None shares no source
+    pipeline: str = DEFAULT_PIPELINE  # which workers run its tasks (see DEFAULT_PIPELINE)
 
     def __post_init__(self) -> None:
         stream_id = check_str("stream_id", self.stream_id)
@@ -126,6 +137,7 @@ class StreamConfig:
             source = check_str("source", self.source)
             if not source or len(source) > MAX_SOURCE_CHARS:
                 raise InvalidInput("source", f"must be 1 to {MAX_SOURCE_CHARS} characters")
+        check_pipeline(self.pipeline)
         object.__setattr__(self, "non_retryable", _kinds(self.non_retryable))
         object.__setattr__(self, "params", _params(self.params))
 
@@ -142,6 +154,23 @@ _LIMITS = {
 }
 
 
+def check_pipeline(value: Any) -> str:
+    """Return `value` if it can name a pipeline (and so its tasks topic), else raise
+    InvalidInput naming `pipeline` and why."""
+    pipeline = check_str("pipeline", value)
+    if pipeline is DEFAULT_PIPELINE:  # the usual case, at every state load
+        return pipeline
+    if not 0 < len(pipeline) <= MAX_PIPELINE_CHARS:
+        raise InvalidInput("pipeline", f"must be 1 to {MAX_PIPELINE_CHARS} characters")
+    if not _PIPELINE.fullmatch(pipeline):
+        raise InvalidInput(
+            "pipeline",
+            "must be letters, digits, '_' or '-', starting with a letter or digit "
+            "(it names the pipeline's tasks topic)",
+        )
+    return pipeline
+
+
 def config_defaults() -> dict[str, Any]:
     """The wire dict of every field but stream_id and start_ms, as the dataclass defaults it.
 
@@ -149,7 +178,7 @@ def config_defaults() -> dict[str, Any]:
     """
     defaults = config_to_dict(StreamConfig(stream_id="-", start_ms=0))
     del defaults["stream_id"], defaults["start_ms"]
-    return {**defaults, "source": None}
+    return {**defaults, "source": None, "pipeline": DEFAULT_PIPELINE}
 
 
 def _kinds(value: Any) -> frozenset[str]:
@@ -231,6 +260,7 @@ _PLAIN_FIELDS = (
     "gc_grace_ms",
     "bypass_retention_ms",
     "source",
+    "pipeline",
 )
 
 
@@ -257,8 +287,9 @@ def config_from_dict(d: Mapping[str, Any]) -> StreamConfig:
 def config_to_dict(config: StreamConfig) -> dict[str, Any]:
     """The JSON-compatible wire dict of `config`; `config_from_dict` inverts it.
 
-    `source` is present only when set, so that a config without one encodes (and so hashes into
-    its incarnation) exactly as before sources existed.
+    `source` is present only when set, and `pipeline` only when not the default, so that a
+    config without them encodes (and so hashes into its incarnation) exactly as before they
+    existed.
     """
     d: dict[str, Any] = {
         "stream_id": config.stream_id,
@@ -279,6 +310,8 @@ def config_to_dict(config: StreamConfig) -> dict[str, Any]:
     }
     if config.source is not None:
         d["source"] = config.source
+    if config.pipeline != DEFAULT_PIPELINE:
+        d["pipeline"] = config.pipeline
     return d
 
 

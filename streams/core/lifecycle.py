@@ -19,6 +19,8 @@
 |   earlier/failed attempt|                                                                       |
 | result of an earlier    | rejected, naming `incarnation` (a result without one counts as the    |
 |   incarnation           | current): a delete and re-create must not take the old stream's work  |
+| result of a worker of   | rejected, naming both pipelines (a result without one is `default`'s) |
+|   another pipeline      |                                                                       |
 | result for a window     | ignored "duplicate": its start is before downstream_ms or inside a    |
 |   already finished      | finished interval                                                     |
 | anything else           | rejected with a reason: unknown stream, never dispatched, bad fields  |
@@ -66,7 +68,7 @@ from streams.core.results import (
     UNKNOWN_STREAM,
     ended_reason,
     incarnation_of,
-    other_incarnation,
+    other_owner,
     result_problem,
 )
 from streams.core.retry import retry_delay_ms
@@ -150,9 +152,9 @@ def apply_result(
         return Decision(state, rejected="stream_id does not match the stream")
     if state.ended:
         return Decision(state, rejected=ended_reason(state))
-    incarnation = result.incarnation
-    if incarnation is not None and incarnation != state.incarnation:
-        return Decision(state, rejected=other_incarnation(incarnation, state.incarnation))
+    other = other_owner(result, state)
+    if other is not None:
+        return Decision(state, rejected=other)
     start_ms = result.start_ms
     if start_ms < state.downstream_ms:
         return Decision(state, ignored="duplicate")
@@ -378,6 +380,7 @@ def _decide(
                     config.params,
                     False,
                     state.incarnation,
+                    config.pipeline,
                 )
             )
     return Decision(state, tuple(tasks), bypasses, None, None, timeouts, requeues)

@@ -23,7 +23,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from streams.core.config import StreamConfig
+from streams.core.config import DEFAULT_PIPELINE, StreamConfig
 
 # What a `results` value reports (not the handler API's `streams.handler.Outcome`, Ack | Nack).
 ResultOutcome: TypeAlias = Literal["ack", "nack", "heartbeat"]
@@ -72,7 +72,7 @@ _PARAMS_JSON_MAX: Final = 10_000
 
 
 # A Struct's wire JSON: its fields in order, those at their default left out where the class
-# says `omit_defaults` (a task's `replay` and `incarnation`, a window's `held_ms`). What
+# says `omit_defaults` (a task's `replay`, `incarnation` and `pipeline`, a window's `held_ms`). What
 # `streams.wire` writes for tasks and commits.
 to_json = msgspec.json.Encoder(enc_hook=_wire_builtin).encode
 _JSON_DECODE = msgspec.json.Decoder().decode
@@ -94,7 +94,8 @@ class Result(msgspec.Struct, frozen=True, gc=False):
 
     `ack_ms` is required for an ack; `error` describes a nack (a nack without one counts as
     `NACK_WITHOUT_ERROR`). `incarnation` echoes the task's; None (a worker that sends none)
-    stands for the stream's current incarnation.
+    stands for the stream's current incarnation. `pipeline` is the worker's; None (a worker
+    older than pipelines) stands for the default pipeline (streams.core.results.other_pipeline).
     """
 
     stream_id: str
@@ -105,6 +106,7 @@ class Result(msgspec.Struct, frozen=True, gc=False):
     ack_ms: int | None = None
     error: ErrorInfo | None = None
     incarnation: int | None = None
+    pipeline: str | None = None
 
 
 class CommittedWindow(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
@@ -208,6 +210,9 @@ class Task(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     params: Mapping[str, Any]
     replay: bool = False  # a bypassed window dispatched again (streams.core.replay)
     incarnation: int | None = None  # the stream's (None: from a coordinator without them)
+    # The stream's. Left out of the wire when it is the default pipeline's (omit_defaults), as
+    # a task of a coordinator older than pipelines is: such tasks keep their bytes.
+    pipeline: str = DEFAULT_PIPELINE
 
     def to_wire(self) -> dict[str, Any]:
         return to_wire(self)  # type: ignore[no-any-return]

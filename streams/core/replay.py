@@ -13,8 +13,8 @@
 |                            | never equals a live one                                           |
 | result of a live attempt   | not this lane's (the live lane ignores it as a duplicate)         |
 |   (attempt <= live's last) |                                                                   |
-| result of an earlier       | rejected, naming `incarnation`, as the live lane does             |
-|   incarnation              |                                                                   |
+| result of an earlier       | rejected, naming `incarnation` or both pipelines, as the live     |
+|   incarnation or pipeline  | lane does                                                         |
 | ack_ms not in              | rejected as the live lane rejects it; nothing changes             |
 |   (start_ms, end_ms]       |                                                                   |
 | partial ack (ack_ms <      | rejected: a replay is acked whole. The window stays listed, the   |
@@ -57,7 +57,7 @@ from streams.core.model import (
     Task,
     task_id,
 )
-from streams.core.results import other_incarnation, result_problem
+from streams.core.results import other_owner, result_problem
 from streams.errors import InvalidInput
 
 # A stream that keeps failing lists one window per bypass; the oldest are dropped beyond this
@@ -211,9 +211,9 @@ def on_result(
     problem = result_problem(result, now_ms)
     if problem is not None:
         return ReplayDecision(rejected=problem)
-    incarnation = result.incarnation
-    if incarnation is not None and incarnation != live.incarnation:
-        return ReplayDecision(rejected=other_incarnation(incarnation, live.incarnation))
+    other = other_owner(result, live)
+    if other is not None:
+        return ReplayDecision(rejected=other)
     if result.attempt > window.last_attempt:
         return ReplayDecision(rejected="attempt: this replay attempt was never dispatched")
     if result.outcome == "ack":
@@ -322,6 +322,7 @@ def _dispatch(
                 config.params,
                 replay=True,
                 incarnation=live.incarnation,
+                pipeline=config.pipeline,
             )
         )
     return tuple(tasks)

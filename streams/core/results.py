@@ -1,7 +1,8 @@
 """A result on its own terms, before any stream's window is read: whether its fields make sense
 (`result_problem`), why an ended stream refuses it (`ended_reason`), and which incarnation of a
 stream it answers (`incarnation_of` makes one at a creation, `other_incarnation` says why a
-result of another is refused). Both lanes ask it
+result of another is refused) and whether its worker serves the stream's pipeline
+(`other_pipeline`; `other_owner` asks both). Both lanes ask it
 (streams.core.lifecycle, streams.core.replay).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from streams.core.config import StreamConfig, config_to_dict
+from streams.core.config import DEFAULT_PIPELINE, StreamConfig, config_to_dict
 from streams.core.model import ErrorInfo, Result, StreamState
 
 UNKNOWN_STREAM = "unknown stream"
@@ -34,6 +35,33 @@ def other_incarnation(incarnation: object, current: int) -> str:
         f"incarnation {incarnation!r} is not the stream's ({current}): the result is for the "
         "stream as it was before it was deleted and created again"
     )
+
+
+def other_pipeline(pipeline: str | None, stream_pipeline: str) -> str | None:
+    """Why a result from a worker of `pipeline` cannot answer a task of a stream of
+    `stream_pipeline`, or None. A worker runs its own pipeline's handler: its ack of another
+    pipeline's window would mark work done that was never done (issue 28). A result that names
+    no pipeline comes from a worker older than pipelines, which served the default one."""
+    worker = DEFAULT_PIPELINE if pipeline is None else pipeline
+    if worker == stream_pipeline:
+        return None
+    why = "" if pipeline is not None else " (a result without one is the default pipeline's)"
+    return (
+        f"pipeline {worker!r}{why} is not the stream's ({stream_pipeline!r}): a worker of "
+        f"pipeline {worker!r} answered a task of pipeline {stream_pipeline!r}"
+    )
+
+
+def other_owner(result: Result, state: StreamState) -> str | None:
+    """Why `result` is not the stream's to take, or None: it answers another incarnation of the
+    stream, or it comes from a worker of another pipeline. Both lanes ask it."""
+    incarnation = result.incarnation
+    if incarnation is not None and incarnation != state.incarnation:
+        return other_incarnation(incarnation, state.incarnation)
+    pipeline = result.pipeline
+    if (DEFAULT_PIPELINE if pipeline is None else pipeline) == state.config.pipeline:
+        return None  # every result but a misrouted one: no call more on the hot path
+    return other_pipeline(pipeline, state.config.pipeline)
 
 
 def result_problem(result: Result, now_ms: int) -> str | None:

@@ -113,9 +113,12 @@ def consumer_lag(
     timeout_s: float = 5.0,
     topics: Iterable[str] | None = None,
     offsets: CommittedOffsets | None = None,
+    topics_prefix: str | None = None,
 ) -> list[LagRow]:
     """The lag of every group whose id starts with ``groups_prefix`` (a string or a tuple), on
-    the partitions of ``topics`` (None: every topic but Kafka's internal ones).
+    the partitions of ``topics`` (None: every topic but Kafka's internal ones) and of every
+    topic whose name starts with ``topics_prefix`` (the pipelines' tasks topics, made while the
+    coordinator runs).
 
     ``offsets`` reads the committed offsets (a reader of its own, closed after, if None).
     Raises BrokerUnavailable when the cluster does not answer within ``timeout_s`` per request.
@@ -127,7 +130,7 @@ def consumer_lag(
             groups = _groups(client, groups_prefix, timeout_s)
             if not groups:
                 return []
-            asked = _partitions(client, topics, timeout_s)
+            asked = _partitions(client, topics, timeout_s, topics_prefix)
             committed = {
                 (group, topic, p): offset
                 for group in groups
@@ -213,10 +216,12 @@ class LagReader:
         new_consumer: Callable[[dict[str, Any]], Any] = Consumer,
         vanish_confirm_s: float = VANISH_CONFIRM_S,
         monotonic: Callable[[], float] = time.monotonic,
+        topics_prefix: str | None = None,
     ) -> None:
         self.settings = settings
         self.groups_prefix = groups_prefix
         self.topics = None if topics is None else tuple(topics)
+        self.topics_prefix = topics_prefix
         self._admin: AdminClient | None = None
         self._offsets = CommittedOffsets(settings, new_consumer)
         self._vanish_confirm_s = vanish_confirm_s
@@ -235,6 +240,7 @@ class LagReader:
             self._admin,
             topics=self.topics,
             offsets=self._offsets,
+            topics_prefix=self.topics_prefix,
         )
         keys = {(row.group, row.topic, row.partition) for row in rows}
         missing = self._seen - keys
@@ -269,12 +275,20 @@ def _groups(client: AdminClient, prefix: str | tuple[str, ...], timeout_s: float
     return sorted(g.group_id for g in listed.valid if g.group_id.startswith(prefix))
 
 
-def _partitions(client: AdminClient, topics: Iterable[str] | None, timeout_s: float) -> Partitions:
-    """Every partition of ``topics`` that exists (None: of every topic but ``__*`` ones)."""
+def _partitions(
+    client: AdminClient,
+    topics: Iterable[str] | None,
+    timeout_s: float,
+    topics_prefix: str | None = None,
+) -> Partitions:
+    """Every partition of ``topics`` that exists (None: of every topic but ``__*`` ones), and
+    of the topics named from ``topics_prefix`` on."""
     metadata = client.list_topics(timeout=timeout_s)
     names = (
         sorted(n for n in metadata.topics if not n.startswith("__")) if topics is None else topics
     )
+    if topics is not None and topics_prefix:
+        names = [*names, *sorted(n for n in metadata.topics if n.startswith(topics_prefix))]
     return [
         (name, p)
         for name in names

@@ -17,7 +17,12 @@ from streams.core._checks import (
     MAX_SAFE_INT,
     MAX_TIME_MS,
 )
-from streams.core.config import MAX_STREAM_ID_CHARS
+from streams.core.config import (
+    DEFAULT_PIPELINE,
+    MAX_PIPELINE_CHARS,
+    MAX_STREAM_ID_CHARS,
+    PIPELINE_PATTERN,
+)
 from streams.errors import InvalidInput
 
 Ms = Annotated[int, Field(ge=0, le=MAX_MS, description="epoch milliseconds (UTC)")]
@@ -29,6 +34,11 @@ StartMs = Annotated[
 Duration = Annotated[int, Field(gt=0, le=MAX_DURATION_MS, description="milliseconds, <= 10 years")]
 Count = Annotated[int, Field(ge=1, le=MAX_SAFE_INT)]
 StreamId = Annotated[str, Field(min_length=1, max_length=MAX_STREAM_ID_CHARS)]
+# A pipeline's name, as the core bounds it (streams.core.config.check_pipeline).
+Pipeline = Annotated[
+    str, Field(min_length=1, max_length=MAX_PIPELINE_CHARS, pattern=PIPELINE_PATTERN)
+]
+PIPELINE_ABSENT = f"absent: {DEFAULT_PIPELINE!r}, the pipeline of every stream made before them"
 Incarnation = Annotated[
     int | None,
     Field(

@@ -21,7 +21,7 @@ from streams.core.config import (
     config_defaults,
 )
 from streams.core.retry import DEFAULT_JITTER, RETRY_BOUNDS, RETRY_FACTOR_BOUNDS
-from streams.wire.base import StreamId, Wire
+from streams.wire.base import PIPELINE_ABSENT, Pipeline, StreamId, Wire
 
 _DURATION = "milliseconds, <= 10 years"
 _TIME = "epoch milliseconds (UTC), at most year 9999"
@@ -91,6 +91,14 @@ class ConfigModel(Wire):
         description=(
             "what the stream reads from (e.g. its query endpoint): the outage guard holds the "
             "bypasses of a source's streams while most of them fail together"
+        ),
+    )
+    pipeline: Pipeline = Field(
+        default=_DEFAULTS["pipeline"],
+        description=(
+            "which workers run the stream's tasks: only that pipeline's, which read its tasks "
+            "topic ({prefix}.tasks.{pipeline}; {prefix}.tasks for the default one); "
+            + PIPELINE_ABSENT
         ),
     )
     params: dict[str, Any] = Field(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -16,7 +17,7 @@ from streams.core._checks import (
     MAX_MS,
     MAX_SAFE_INT,
 )
-from streams.core.config import MAX_STREAM_ID_CHARS
+from streams.core.config import MAX_PIPELINE_CHARS, MAX_STREAM_ID_CHARS, PIPELINE_PATTERN
 from streams.errors import InvalidInput
 from streams.wire.base import (
     VARIANTS,
@@ -24,6 +25,7 @@ from streams.wire.base import (
     ErrorModel,
     Incarnation,
     Ms,
+    Pipeline,
     StreamId,
     Wire,
     validated,
@@ -36,6 +38,13 @@ class _ResultBase(Wire):
     end_ms: Ms
     attempt: Count
     incarnation: Incarnation
+    pipeline: Pipeline | None = Field(
+        default=None,
+        description=(
+            "the worker's pipeline: a result for a stream of another pipeline is rejected; "
+            "absent: the default pipeline's (a worker older than pipelines)"
+        ),
+    )
 
 
 class AckResult(_ResultBase):
@@ -79,14 +88,18 @@ def _plain_result(raw: bytes | None) -> Result | None:
         result = _decode_plain_result(raw)
     except msgspec.DecodeError:  # ValidationError too
         return None
-    start_ms, end_ms, attempt, incarnation = (
-        result.start_ms, result.end_ms, result.attempt, result.incarnation
+    start_ms, end_ms, attempt, incarnation, pipeline = (
+        result.start_ms, result.end_ms, result.attempt, result.incarnation, result.pipeline
     )  # fmt: skip
     if (
         not 0 < len(result.stream_id) <= MAX_STREAM_ID_CHARS
         or not 0 <= start_ms < end_ms <= MAX_MS
         or not 1 <= attempt <= MAX_SAFE_INT
         or (incarnation is not None and not 0 <= incarnation <= MAX_SAFE_INT)
+        or (
+            pipeline is not None
+            and not (len(pipeline) <= MAX_PIPELINE_CHARS and _PIPELINE.fullmatch(pipeline))
+        )
     ):
         return None
     outcome, ack_ms, error = result.outcome, result.ack_ms, result.error
@@ -111,6 +124,8 @@ def _plain_result(raw: bytes | None) -> Result | None:
     return struct_replace(result, ack_ms=None, error=error)
 
 
+# A pipeline as the models accept it (with its length), checked on the plain path.
+_PIPELINE = re.compile(PIPELINE_PATTERN)
 # Typed fields only: the models' bounds and the outcome's rules are checked by `_plain_result`.
 _decode_plain_result = msgspec.json.Decoder(Result).decode
 
@@ -120,19 +135,27 @@ def _validated_result(raw: bytes | None) -> Result:
     msg = validated(RESULT_ADAPTER.validate_json, raw, VARIANTS)
     if msg.end_ms <= msg.start_ms:
         raise InvalidInput("end_ms", "must be after start_ms")
-    stream_id, start_ms, end_ms, attempt, incarnation = (
+    stream_id, start_ms, end_ms, attempt, incarnation, pipeline = (
         msg.stream_id,
         msg.start_ms,
         msg.end_ms,
         msg.attempt,
         msg.incarnation,
+        msg.pipeline,
     )
     if isinstance(msg, AckResult):
-        return Result(stream_id, start_ms, end_ms, attempt, "ack", msg.ack_ms, None, incarnation)
+        ack_ms = msg.ack_ms
+        return Result(
+            stream_id, start_ms, end_ms, attempt, "ack", ack_ms, None, incarnation, pipeline
+        )
     if isinstance(msg, NackResult):
         error = ErrorInfo(msg.error.kind[:MAX_ERROR_KIND_CHARS], _cut(msg.error.message))
-        return Result(stream_id, start_ms, end_ms, attempt, "nack", None, error, incarnation)
-    return Result(stream_id, start_ms, end_ms, attempt, "heartbeat", None, None, incarnation)
+        return Result(
+            stream_id, start_ms, end_ms, attempt, "nack", None, error, incarnation, pipeline
+        )
+    return Result(
+        stream_id, start_ms, end_ms, attempt, "heartbeat", None, None, incarnation, pipeline
+    )
 
 
 def _cut(message: str) -> str:
@@ -153,6 +176,8 @@ def encode_result(result: Result) -> bytes:
     }
     if result.incarnation is not None:
         value["incarnation"] = result.incarnation
+    if result.pipeline is not None:
+        value["pipeline"] = result.pipeline
     if result.outcome == "ack":
         if result.ack_ms is None:
             raise InvalidInput("ack_ms", "is required for an ack")

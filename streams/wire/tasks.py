@@ -8,9 +8,19 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from streams.core import Task
+from streams.core.config import DEFAULT_PIPELINE
 from streams.core.model import to_json
 from streams.errors import InvalidInput
-from streams.wire.base import Duration, Incarnation, Ms, StreamId, Wire, validated
+from streams.wire.base import (
+    PIPELINE_ABSENT,
+    Duration,
+    Incarnation,
+    Ms,
+    Pipeline,
+    StreamId,
+    Wire,
+    validated,
+)
 
 
 class TaskMessage(Wire):
@@ -31,6 +41,10 @@ class TaskMessage(Wire):
         ),
     )
     incarnation: Incarnation
+    pipeline: Pipeline = Field(
+        default=DEFAULT_PIPELINE,
+        description="the stream's pipeline, whose workers alone run it; " + PIPELINE_ABSENT,
+    )
 
 
 def encode_task(task: Task) -> bytes:
@@ -58,4 +72,5 @@ def decode_task(raw: bytes | None) -> Task:
         MappingProxyType(msg.params),
         msg.replay,
         msg.incarnation,
+        msg.pipeline,
     )

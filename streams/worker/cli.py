@@ -1,6 +1,7 @@
 """``python -m streams.worker``: run one worker process from the command line.
 
     python -m streams.worker --pipeline synthetic --concurrency 8 --option latency_ms=200
+    python -m streams.worker --pipeline windowlog:WindowLog --route logs
 
 Kafka is found through the environment (``KAFKA_BOOTSTRAP_SERVERS`` and the ``KAFKA_*``
 security variables of ``KafkaSettings.from_env``), or ``--bootstrap-servers``. Exit codes:
@@ -67,7 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="tasks fetched beyond the running ones (twice --concurrency)",
     )
-    parser.add_argument("--group", help="consumer group (default: {prefix}-workers-{pipeline})")
+    parser.add_argument(
+        "--route",
+        default="default",
+        metavar="PIPELINE",
+        help="serve the streams of this pipeline (`streams create --pipeline`), reading only its "
+        "tasks ({prefix}.tasks.PIPELINE); default: the default pipeline, on {prefix}.tasks",
+    )
+    parser.add_argument(
+        "--group",
+        help="consumer group (default: {prefix}-workers-{route}, or -{pipeline} for the default)",
+    )
     parser.add_argument(
         "--prefix", default=None, help="topic prefix (env TIDEMARK_TOPIC_PREFIX, or tidemark)"
     )
@@ -119,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pipeline=args.pipeline,
             topic_prefix=args.prefix or topic_prefix_from_env(),
             group_id=args.group,
+            route=args.route,
             concurrency=args.concurrency,
             buffer=2 * args.concurrency if args.buffer is None else args.buffer,
             grace_s=args.grace_s,

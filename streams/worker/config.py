@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from streams.core.config import DEFAULT_PIPELINE, check_pipeline
 from streams.errors import InvalidInput
 from streams.topics import Topics
 
@@ -63,12 +64,21 @@ class WorkerConfig:
     instance_id: str | None = None
     session_timeout_ms: int = 10_000
     max_task_s: float = 600.0
+    # The pipeline whose streams this worker serves (`streams create --pipeline`), not the
+    # handler it runs: one handler may serve two pipelines under two names (two Prometheus
+    # servers, say), and a worker started as before serves the default one, on the topic and in
+    # the group it always had, so that an upgrade strands no stream (README, "Pipelines").
+    route: str = DEFAULT_PIPELINE
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.topic_prefix):
             raise InvalidInput("topic_prefix", "must be letters, digits, '.', '_' or '-'")
         if not _PIPELINE.fullmatch(self.pipeline):
             raise InvalidInput("pipeline", "must be a pipeline name, or module:factory")
+        try:
+            check_pipeline(self.route)
+        except InvalidInput as exc:
+            raise InvalidInput("route", exc.reason) from None
         if self.group_id is not None and not self.group_id:
             raise InvalidInput("group_id", "must not be empty")
         if self.concurrency < 1:
@@ -87,7 +97,8 @@ class WorkerConfig:
 
     @property
     def tasks_topic(self) -> str:
-        return Topics(self.topic_prefix).tasks
+        """The tasks of the pipeline it serves: only those (streams.topics)."""
+        return Topics(self.topic_prefix).tasks_for(self.route)
 
     @property
     def results_topic(self) -> str:
@@ -95,5 +106,11 @@ class WorkerConfig:
 
     @property
     def group(self) -> str:
-        """The consumer group: ``group_id``, or ``{prefix}-workers-{pipeline}``."""
-        return self.group_id or f"{self.topic_prefix}-workers-{self.pipeline}"
+        """The consumer group: ``group_id``, or ``{prefix}-workers-{route}`` for a pipeline
+        named by ``route``; serving the default pipeline, ``{prefix}-workers-{pipeline}`` as
+        before pipelines existed, so that an upgraded worker resumes at its group's offsets
+        (a new group would start at the earliest task kept and run them all again)."""
+        if self.group_id:
+            return self.group_id
+        name = self.pipeline if self.route == DEFAULT_PIPELINE else self.route
+        return f"{self.topic_prefix}-workers-{name}"

@@ -3,7 +3,9 @@
 Pure functions, so the runtime's adapter code only moves bytes; the bytes come from
 ``streams.wire`` (``decode_task`` for tasks, ``encode_result`` and ``stream_key`` for results).
 A result echoes the task's ``stream_id``, ``start_ms``, ``end_ms``, ``attempt`` and ``incarnation``
-(when the task has one), which is how the coordinator finds the attempt it answers.
+(when the task has one), which is how the coordinator finds the attempt it answers, and says the
+pipeline the worker serves (left out for the default one, as a worker older than pipelines does),
+which the coordinator checks against the stream's.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Final
 
 from streams.core import ErrorInfo, Result
+from streams.core.config import DEFAULT_PIPELINE
 from streams.core.model import ResultOutcome
 from streams.handler import HANDLER_ERROR, RESERVED_KINDS, Ack, Nack, Outcome, Task
 from streams.wire import encode_result
@@ -57,17 +60,17 @@ def error_outcome(exc: BaseException) -> Nack:
     return Nack(HANDLER_ERROR, bounded(f"{type(exc).__name__}: {text}"))
 
 
-def result_value(task: Task, outcome: Outcome) -> bytes:
-    """The ``results`` value of an ack or a nack for ``task``."""
+def result_value(task: Task, outcome: Outcome, route: str = DEFAULT_PIPELINE) -> bytes:
+    """The ``results`` value of an ack or a nack for ``task``, from a worker of ``route``."""
     if isinstance(outcome, Ack):
-        return encode_result(_result(task, "ack", ack_ms=outcome.ack_ms))
+        return encode_result(_result(task, "ack", route, ack_ms=outcome.ack_ms))
     error = ErrorInfo(outcome.kind, outcome.message)
-    return encode_result(_result(task, "nack", error=error))
+    return encode_result(_result(task, "nack", route, error=error))
 
 
-def heartbeat_value(task: Task) -> bytes:
+def heartbeat_value(task: Task, route: str = DEFAULT_PIPELINE) -> bytes:
     """The ``results`` value saying that ``task`` is still being worked on."""
-    return encode_result(_result(task, "heartbeat"))
+    return encode_result(_result(task, "heartbeat", route))
 
 
 def bounded(text: str) -> str:
@@ -76,7 +79,11 @@ def bounded(text: str) -> str:
 
 
 def _result(
-    task: Task, outcome: ResultOutcome, ack_ms: int | None = None, error: ErrorInfo | None = None
+    task: Task,
+    outcome: ResultOutcome,
+    route: str,
+    ack_ms: int | None = None,
+    error: ErrorInfo | None = None,
 ) -> Result:
     return Result(
         task.stream_id,
@@ -87,4 +94,5 @@ def _result(
         ack_ms,
         error,
         task.incarnation,
+        None if route == DEFAULT_PIPELINE else route,
     )

@@ -28,13 +28,16 @@ from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from streams import clock
+from streams.core.config import DEFAULT_PIPELINE
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.handler import Handler
 from streams.kafka.admin import partition_counts, wait_ready
+from streams.kafka.pipelines import ensure_tasks_topic
 from streams.kafka.reachability import BrokerWatch
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.worker_io import KafkaResultSink, KafkaTaskSource
 from streams.pipelines import build_pipeline
+from streams.topics import Topics
 from streams.worker.config import WorkerConfig
 from streams.worker.runtime import WorkerRuntime
 
@@ -134,14 +137,22 @@ def _wait_for_broker(
             backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
             continue
         watch.reachable(clock.now_ms())
-        log.info("Kafka at %s answered (%d brokers)", settings.bootstrap_servers, brokers)
+        log.info("Kafka at %s answered (%d brokers); serving pipeline %r from %s",
+                 settings.bootstrap_servers, brokers, config.route, config.tasks_topic)  # fmt: skip
         _check_topics(settings, config)
         return True
     return False
 
 
 def _check_topics(settings: KafkaSettings, config: WorkerConfig) -> None:
-    """Say so if a topic is missing: the worker would otherwise wait without a word."""
+    """Make the tasks topic of a named pipeline (as the CLI and the coordinator would: whoever
+    comes first), and say so if a topic is missing: the worker would otherwise wait without a
+    word. The default pipeline's topic is the coordinator's own, made with the others."""
+    if config.route != DEFAULT_PIPELINE:
+        try:
+            ensure_tasks_topic(settings, Topics(config.topic_prefix), config.route)
+        except BrokerUnavailable as exc:  # e.g. no right to create topics: someone else will
+            log.warning("could not make %s: %s", config.tasks_topic, exc)
     topics = [config.tasks_topic, config.results_topic]
     try:
         found = partition_counts(settings, topics)

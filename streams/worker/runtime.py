@@ -258,7 +258,7 @@ class WorkerRuntime:
             if outcome.kind == SHUTDOWN:
                 label = "shutdown"
         self._count(label, duration_s)
-        self._board.answered(job, result_value(job.task, outcome))
+        self._board.answered(job, result_value(job.task, outcome, self._config.route))
         self._produce(job)
 
     def _expire(self, task: Task, token: OffsetToken, now_ms: int) -> None:
@@ -298,7 +298,11 @@ class WorkerRuntime:
     def _send_heartbeats(self) -> None:
         for job in self._board.heartbeats_due(self._monotonic_ms()):
             report = _heartbeat_report(job.task.task_id)
-            self._sink.send(stream_key(job.task.stream_id), heartbeat_value(job.task), report)
+            self._sink.send(
+                stream_key(job.task.stream_id),
+                heartbeat_value(job.task, self._config.route),
+                report,
+            )
 
     # -- the source's listener (called from inside its poll) ------------------------------
 

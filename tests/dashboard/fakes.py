@@ -20,6 +20,7 @@ class FakeStream:
     config: dict[str, object] | None = None
     behind_ms: int | None = None  # set: live or catching up by the lag, as a real view is
     held_since_ms: int | None = None
+    pipeline: str = "default"
 
     def lag_ms(self, now_ms: int) -> int | None:
         return None if self.downstream_ms is None else now_ms - self.downstream_ms

@@ -34,6 +34,7 @@ def test_a_stream_carries_what_the_page_shows_and_nothing_else() -> None:
         bypasses=2,
         last_commit_ms=NOW - 61_000,
         config={"params": {"token": "secret"}},
+        pipeline="logs",
     )
     (stream,) = state_document(Snapshot.of([view], [], NOW), NOW)["streams"]
     assert stream == {
@@ -47,6 +48,7 @@ def test_a_stream_carries_what_the_page_shows_and_nothing_else() -> None:
         "last_error": {"kind": "no_data", "message": "empty"},
         "bypasses": 2,
         "paused": False,
+        "pipeline": "logs",  # which workers run it: shown, where the config is not
     }
 
 

@@ -196,3 +196,14 @@ def test_a_committed_offset_answered_with_an_error_is_no_lag_read() -> None:
     offsets = CommittedOffsets(SETTINGS, new_consumer=ErringConsumer)
     with pytest.raises(BrokerUnavailable, match="consumer lag"):
         consumer_lag(SETTINGS, "g-", admin=FakeAdmin(), offsets=offsets)  # type: ignore[arg-type]
+
+
+def test_the_reader_asks_for_the_topics_named_from_a_prefix_too() -> None:
+    """A pipeline's tasks topic is made while the coordinator runs: its workers' lag counts."""
+    reader = LagReader(SETTINGS, "g-", topics=("gone",), new_consumer=FakeConsumer,
+                       topics_prefix="u")  # fmt: skip
+    reader._admin = FakeAdmin()  # type: ignore[assignment]
+    reader()
+    (consumer,) = FakeConsumer.made
+    assert [{tp.topic for tp in asked} for asked in consumer.asked] == [{"u"}]
+    reader.close()

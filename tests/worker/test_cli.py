@@ -94,3 +94,34 @@ def test_a_pipeline_of_ones_own_is_a_valid_name() -> None:
     with pytest.raises(InvalidInput) as caught:
         WorkerConfig("no spaces:allowed")
     assert caught.value.field == "pipeline"
+
+
+def test_a_worker_serves_the_default_pipeline_unless_routed_to_another() -> None:
+    """The default route keeps the topic and the group of a worker older than pipelines, so
+    that an upgrade changes nothing; a named route has a topic and a group of its own."""
+    plain = WorkerConfig("synthetic", topic_prefix="prod")
+    assert (plain.route, plain.tasks_topic, plain.group) == (
+        "default", "prod.tasks", "prod-workers-synthetic"
+    )  # fmt: skip
+    routed = WorkerConfig("synthetic", topic_prefix="prod", route="logs")
+    assert (routed.tasks_topic, routed.group) == ("prod.tasks.logs", "prod-workers-logs")
+    assert WorkerConfig("windowlog:WindowLog", route="logs").group == "tidemark-workers-logs"
+    assert WorkerConfig("synthetic", route="logs", group_id="g").group == "g"
+    for bad in ("", "a.b", "x y"):
+        with pytest.raises(InvalidInput) as caught:
+            WorkerConfig("synthetic", route=bad)
+        assert caught.value.field == "route"
+
+
+def test_the_route_flag_reaches_the_config_and_a_bad_one_exits_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[WorkerConfig] = []
+    monkeypatch.setattr(
+        "streams.worker.cli.run_worker", lambda config, **kw: seen.append(config) or 0
+    )
+    assert main(["--pipeline", "synthetic", "--route", "logs"]) == 0
+    assert main(["--pipeline", "synthetic"]) == 0
+    assert [c.route for c in seen] == ["logs", "default"]
+    assert main(["--pipeline", "synthetic", "--route", "a.b"]) == 2
+    assert "route" in capsys.readouterr().err

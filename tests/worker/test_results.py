@@ -151,3 +151,14 @@ def test_a_nack_text_with_lone_surrogates_still_encodes() -> None:
 
     assert json.loads(raised.decode("utf-8"))["error"]["message"].startswith("OSError: bad")
     assert json.loads(answered.decode("utf-8"))["error"]["kind"].startswith("kind")
+
+
+def test_results_say_the_workers_pipeline_not_the_tasks() -> None:
+    for value in (
+        result_value(TASK, Ack(45_000), "logs"),
+        result_value(TASK, Nack(NO_DATA, "empty"), "logs"),
+        heartbeat_value(TASK, "logs"),
+    ):
+        assert decode_result(value).pipeline == "logs"
+    for value in (result_value(TASK, Ack(45_000)), heartbeat_value(TASK, "default")):
+        assert "pipeline" not in json.loads(value)  # as a worker older than pipelines

@@ -325,3 +325,17 @@ def test_while_a_handler_runs_the_loop_never_blocks_in_poll() -> None:
     worker.source.poll_timeouts.clear()
     worker.turns(1)  # idle again: the poll waits for a task
     assert worker.source.poll_timeouts == [worker.config.poll_interval_s]
+
+
+def test_a_worker_says_its_pipeline_in_every_result_unless_it_serves_the_default() -> None:
+    """The coordinator rejects a result of a worker of another pipeline (streams.core)."""
+    worker = Worker(ack_all, T0, route="logs")
+    started(worker, task("stream-a"))
+    worker.executor.run_all()
+    worker.turns()
+    assert [sent.json()["pipeline"] for sent in worker.sink.sent] == ["logs"]
+    plain = Worker(ack_all, T0)
+    started(plain, task("stream-a"))
+    plain.executor.run_all()
+    plain.turns()
+    assert ["pipeline" in sent.json() for sent in plain.sink.sent] == [False]

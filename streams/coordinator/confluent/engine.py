@@ -36,6 +36,7 @@ from streams.coordinator.confluent.renewal import (
 from streams.coordinator.confluent.rocks import REPLAYS, STREAMS, TransactionalState
 from streams.coordinator.confluent.watchdog import LoopWatchdog
 from streams.coordinator.guard import guard
+from streams.coordinator.pipelines import TasksTopicGuard, tasks_topic_ensurer
 from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
@@ -92,11 +93,12 @@ class ConfluentEngine:
         )
         source_health, self._health_table = guard(settings)
         self._emitter = TransactionEmitter(self.clients)
+        ensure = tasks_topic_ensurer(settings, aborts=True)  # a pipeline's topic, on first use
         self.processor = Processor(
             t,
             settings.partitions,
             self.state.view(STREAMS),
-            self._emitter,
+            TasksTopicGuard(t, self._emitter, ensure),
             settings.flush_ms,
             replay_store=self.state.view(REPLAYS),
             replay_concurrency=settings.replay_concurrency,

@@ -25,6 +25,7 @@ from streams.coordinator.faust.brokers import QUIET_MS, OutageLogFilter, say_wai
 from streams.coordinator.faust.outbox import OutboxDelivery
 from streams.coordinator.faust.store import TableStore
 from streams.coordinator.guard import guard
+from streams.coordinator.pipelines import TasksTopicGuard, tasks_topic_ensurer
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics_waiting
@@ -148,11 +149,12 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
     )
     app.output = output = KafkaOutput(settings.kafka)
     source_health, health_table = guard(settings)
+    ensure = tasks_topic_ensurer(settings, aborts=False)  # a pipeline's topic, on first use
     processor = Processor(
         t,
         settings.partitions,
         TableStore(table("streams", 64)),
-        output,
+        TasksTopicGuard(t, output, ensure),
         settings.flush_ms,
         replay_store=TableStore(table("replays", 8)),
         replay_concurrency=settings.replay_concurrency,

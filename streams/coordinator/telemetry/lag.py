@@ -144,7 +144,18 @@ def consumed_topics(topics: Topics) -> tuple[str, ...]:
     return tuple(spec.name for spec in topics.specs(partitions=1, replication=1))
 
 
+def pipeline_topics_prefix(topics: Topics) -> str:
+    """What the names of the pipelines' tasks topics begin with (streams.topics.tasks_for):
+    each pipeline's workers' lag on their own topic, per pipeline."""
+    return topics.tasks + "."
+
+
 def consumer_lag_collector(kafka: KafkaSettings, topics: Topics) -> ConsumerLagCollector:
     """The collector of a coordinator: its groups' lag on its topics, one reader kept."""
-    reader = LagReader(kafka, consumer_groups(topics), consumed_topics(topics))
+    reader = LagReader(
+        kafka,
+        consumer_groups(topics),
+        consumed_topics(topics),
+        topics_prefix=pipeline_topics_prefix(topics),
+    )
     return ConsumerLagCollector(reader, close=reader.close)

@@ -11,6 +11,9 @@ reads the table. Counters and histograms:
 - ``tidemark_rejected_total{topic}``: inputs rejected (sent to ``rejected``), by source topic;
 - ``tidemark_requeues_total``, ``tidemark_timeouts_total``, ``tidemark_bypasses_total``,
   ``tidemark_tasks_dispatched_total``, ``tidemark_commits_total``;
+- ``tidemark_pipeline_tasks_dispatched_total{pipeline}``, ``tidemark_pipeline_results_total{
+  pipeline,outcome}`` (a result's worker's; none: ``default``): apart, so the totals' series stay
+  as they were; past ``MAX_PIPELINE_LABELS`` names the rest count as ``other`` (bounded labels);
 - ``tidemark_stream_errors_total``: events of one stream that raised unexpectedly (isolated: the
   stream is retried later, no other stream is touched);
 - ``tidemark_dispatch_delay_seconds``: dispatch time minus due time (``end_ms + delay_ms`` for a
@@ -65,6 +68,7 @@ from prometheus_client.core import (
 from streams.clock import now_ms
 from streams.coordinator.telemetry.progress import ProgressCollector, bucket_label
 from streams.core import Commit, Decision, Result, StreamState
+from streams.core.config import DEFAULT_PIPELINE
 
 log = logging.getLogger("streams.coordinator")
 
@@ -74,6 +78,9 @@ TOP_LAGGARDS: Final = 20
 BEHIND_THRESHOLD_S: Final = 300
 DISPATCH_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 ACK_TO_COMMIT_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# Pipelines with a series of their own; more are counted as "other" (a bounded label).
+MAX_PIPELINE_LABELS: Final = 100
+OTHER_PIPELINES: Final = "other"
 # Acks of one stream waiting for their commit; more only happens with partial acks piling up,
 # and dropping the oldest then only loses samples.
 MAX_PENDING_ACKS = 1000
@@ -132,6 +139,8 @@ class CoordinatorMetrics:
         self.expired = 0  # listed windows unlisted by bypass retention
         self.collected = 0  # finished or deleted streams whose state was collected
         self.tasks = 0
+        self.tasks_by_pipeline: dict[str, int] = {}
+        self.results_by_pipeline: dict[tuple[str, str], int] = {}
         self.commits = 0
         self.stream_errors = 0
         self.dispatch_delay = _Histogram(DISPATCH_BUCKETS)
@@ -145,8 +154,22 @@ class CoordinatorMetrics:
 
     # -- hooks, called by the Processor ---------------------------------------------------
 
-    def result(self, outcome: str) -> None:
+    def result(self, outcome: str, pipeline: str | None = None) -> None:
+        """A result decoded; `pipeline` is its worker's (None: the default pipeline's)."""
         self.results[outcome] += 1  # the wire contract admits only these outcomes
+        key = (self._pipeline_label(pipeline or DEFAULT_PIPELINE), outcome)
+        self.results_by_pipeline[key] = self.results_by_pipeline.get(key, 0) + 1
+
+    def _dispatched(self, pipeline: str, count: int) -> None:
+        label = self._pipeline_label(pipeline)
+        self.tasks_by_pipeline[label] = self.tasks_by_pipeline.get(label, 0) + count
+
+    def _pipeline_label(self, pipeline: str) -> str:
+        known = self.tasks_by_pipeline
+        if pipeline in known or len(known) < MAX_PIPELINE_LABELS:
+            known.setdefault(pipeline, 0)  # one set of names for both families
+            return pipeline
+        return OTHER_PIPELINES
 
     def ignored(self, reason: str) -> None:
         self.ignored_total[reason] = self.ignored_total.get(reason, 0) + 1
@@ -164,10 +187,12 @@ class CoordinatorMetrics:
     def collected_stream(self) -> None:
         self.collected += 1
 
-    def replayed(self, tasks: int, commits: int) -> None:
-        """Tasks and commits sent by the replay lane."""
+    def replayed(self, tasks: int, commits: int, pipeline: str = DEFAULT_PIPELINE) -> None:
+        """Tasks (of `pipeline`) and commits sent by the replay lane."""
         self.tasks += tasks
         self.commits += commits
+        if tasks:
+            self._dispatched(pipeline, tasks)
 
     def accepted(self, stream_id: str, result: Result, now_ms: int) -> None:
         """A result about to be applied: an ack starts its ack-to-commit clock."""
@@ -195,6 +220,7 @@ class CoordinatorMetrics:
         tasks = decision.tasks
         if tasks:
             self.tasks += len(tasks)
+            self._dispatched(state.config.pipeline, len(tasks))
             observe = self.dispatch_delay.observe
             if len(tasks) == 1:
                 (task,) = tasks
@@ -318,7 +344,21 @@ class EventCollector:
         )
         for topic, count in list(m.rejected_total.items()):
             rejected.add_metric([topic], count, created=created)
-        families: list[Metric] = [results, ignored, rejected]
+        by_pipeline = CounterMetricFamily(
+            "tidemark_pipeline_results",
+            "Results decoded, by the pipeline of their worker and outcome.",
+            labels=["pipeline", "outcome"],
+        )
+        for (pipeline, outcome), count in list(m.results_by_pipeline.items()):
+            by_pipeline.add_metric([pipeline, outcome], count, created=created)
+        dispatched = CounterMetricFamily(
+            "tidemark_pipeline_tasks_dispatched",
+            "Tasks sent to workers, by pipeline.",
+            labels=["pipeline"],
+        )
+        for pipeline, count in list(m.tasks_by_pipeline.items()):
+            dispatched.add_metric([pipeline], count, created=created)
+        families: list[Metric] = [results, ignored, rejected, by_pipeline, dispatched]
         for name, documentation, count in (
             ("tidemark_requeues", "Failures scheduled for a retry.", m.requeues),
             ("tidemark_timeouts", "Attempts whose deadline passed.", m.timeouts),

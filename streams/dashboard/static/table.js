@@ -17,7 +17,8 @@ function renderStreams(doc) {
       el("td", "num", s.window ? span(s.window.start_ms, s.window.end_ms) : "—"),
       el("td", "num", String(s.attempt)),
       el("td", "num", String(s.bypasses)),
-      el("td", "error", errorText(s.last_error)));
+      el("td", "error", errorText(s.last_error)),
+      el("td", "pipeline", s.pipeline));
     tr.dataset.streamId = s.stream_id;
     tr.dataset.state = s.state;
     return tr;
@@ -27,7 +28,7 @@ function renderStreams(doc) {
       doc.total === 0 ? "No streams yet: create one with `tidemark streams create`."
         : doc.matching === 0 ? "No stream id contains “" + doc.q + "”."
           : "No streams on this page.");
-    td.colSpan = 8;
+    td.colSpan = 9;
     rows.push(el("tr", null, td));
   }
   body.replaceChildren(...rows);
