@@ -60,7 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help=f"{', '.join(sorted(PIPELINES))}, or your own as module:factory",
     )
-    parser.add_argument("--concurrency", type=int, default=4, help="handler threads (4)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="handler calls at once: threads for a sync handler (4), tasks on one event loop "
+        "for an async one (100)",
+    )
     parser.add_argument(
         "--buffer",
         type=int,
@@ -78,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-task-s",
         type=float,
         default=600.0,
-        help="stop heartbeating a handler running this long, so it can time out (600)",
+        help="stop heartbeating a handler running this long, so it can time out; an async "
+        "handler is cancelled then and nacked `timeout` (600)",
     )
     parser.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="/metrics address")
@@ -120,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             topic_prefix=args.prefix or topic_prefix_from_env(),
             group_id=args.group,
             concurrency=args.concurrency,
-            buffer=2 * args.concurrency if args.buffer is None else args.buffer,
+            buffer=args.buffer,
             grace_s=args.grace_s,
             max_task_s=args.max_task_s,
             instance_id=args.instance_id,

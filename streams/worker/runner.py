@@ -29,7 +29,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from streams import clock
 from streams.errors import BrokerUnavailable, InvalidInput
-from streams.handler import Handler
+from streams.handler import AnyHandler
 from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.reachability import BrokerWatch
 from streams.kafka.settings import KafkaSettings
@@ -93,7 +93,7 @@ def run_worker(
 
 def kafka_runtime(
     settings: KafkaSettings,
-    handler: Handler,
+    handler: AnyHandler,
     config: WorkerConfig,
     *,
     registry: CollectorRegistry | None = None,

@@ -9,6 +9,8 @@ runs.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -17,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from streams.handler import Handler, Task
+from streams.handler import AnyHandler, Task
 from streams.kafka.member import Delivered, Fetched, Partition, SourceListener
 from streams.wire import encode_task
 from streams.worker.config import WorkerConfig
@@ -171,23 +173,26 @@ class InMemoryResultSink:
 
 
 class HeldExecutor:
-    """Handler calls wait here until a test runs them: a held call is a running task."""
+    """Handler calls wait here until a test runs them: a held call is a running task.
+
+    It serves both kinds of handler: a coroutine call is run to its end on an event loop of
+    its own when the test runs it."""
 
     def __init__(self) -> None:
-        self.held: list[Callable[[], None]] = []
+        self.held: list[Callable[[], object]] = []
         self.started = False
         self.closed = False
 
     def start(self) -> None:
         self.started = True
 
-    def submit(self, call: Callable[[], None]) -> None:
+    def submit(self, call: Callable[[], object]) -> None:
         self.held.append(call)
 
     def run_all(self) -> int:
         calls, self.held = self.held, []
         for call in calls:
-            call()
+            run_call(call)
         return len(calls)
 
     def close(self, timeout_s: float) -> bool:
@@ -195,12 +200,19 @@ class HeldExecutor:
         return not self.held
 
 
+def run_call(call: Callable[[], object]) -> None:
+    """Run one held call: a thread call as it is, a coroutine call on a loop of its own."""
+    made = call()
+    if inspect.iscoroutine(made):
+        asyncio.run(made)
+
+
 class Worker:
     """A ``WorkerRuntime`` over the three fakes, at clocks the test sets: ``now_ms`` (wall) and
     ``mono_ms`` (monotonic; while None, it reads as ``now_ms``: the two clocks agree)."""
 
     def __init__(
-        self, handler: Handler, now_ms: int, commit_interval_s: float = 0.0, **config: Any
+        self, handler: AnyHandler, now_ms: int, commit_interval_s: float = 0.0, **config: Any
     ) -> None:
         self.now_ms = now_ms
         self.mono_ms: int | None = None
@@ -215,6 +227,7 @@ class Worker:
             self.source,
             self.sink,
             executor=self.executor,
+            coroutine_executor=self.executor,
             registry=self.registry,
             now_ms=lambda: self.now_ms,
             monotonic_ms=lambda: self.now_ms if self.mono_ms is None else self.mono_ms,
