@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines import PIPELINES
+from streams.pipelines.options import number_or_text
 from streams.worker.config import (
     WorkerConfig,
     session_timeout_from_env,
@@ -26,27 +27,27 @@ from streams.worker.config import (
 )
 from streams.worker.runner import run_worker
 
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
-
 
 def option_value(text: str) -> int | float | str:
     """A pipeline option from text: an integer or a decimal number if it reads as one."""
-    if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text):
-        return float(text)
-    return text
+    return number_or_text(text)
 
 
-def parse_options(pairs: Sequence[str]) -> dict[str, int | float | str]:
-    """``["latency_ms=200", "outage_file=/tmp/x"]`` -> ``{"latency_ms": 200, ...}``."""
-    options: dict[str, int | float | str] = {}
+def parse_options(
+    pairs: Sequence[str], convert: Callable[[str], Any] = option_value
+) -> dict[str, Any]:
+    """``["latency_ms=200", "outage_file=/tmp/x"]`` -> ``{"latency_ms": 200, ...}``.
+
+    ``convert`` makes each value; the worker passes ``str``, leaving the text to
+    ``build_pipeline``, which converts it as the factory's annotation asks (an option
+    annotated ``str`` keeps "0123" as it is).
+    """
+    options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InvalidInput("option", f"expected key=value, got {pair!r}")
-        options[key] = option_value(value)
+        options[key] = convert(value)
     return options
 
 
@@ -104,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a pipeline build option; numbers are passed as numbers (repeatable)",
+        help="a pipeline build option, converted to the type the pipeline declares; an "
+        "undeclared one is a number if it reads as one (repeatable)",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
     return parser
@@ -133,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             instance_id=args.instance_id,
             session_timeout_ms=args.session_timeout_ms or session_timeout_from_env(),
         )
-        options = parse_options(args.option)
+        options = parse_options(args.option, convert=str)
         return run_worker(
             config,
             options=options,
