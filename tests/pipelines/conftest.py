@@ -16,12 +16,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import pytest
 
-from streams.core import task_id
+from streams import testing
 from streams.handler import Task
 from streams.pipelines.prometheus_otlp import MetricsPipeline
 from tests.support.otlp_receiver import OtlpReceiver
@@ -54,17 +53,16 @@ class Data:
 
 
 def make_task(start_ms: int, end_ms: int, params: dict[str, Any], attempt: int = 1) -> Task:
-    """A task as the coordinator would dispatch it for ``(start_ms, end_ms]``."""
-    return Task(
-        task_id=task_id(STREAM_ID, start_ms, attempt),
-        stream_id=STREAM_ID,
+    """A task as the coordinator would dispatch it for ``(start_ms, end_ms]`` (the test kit's
+    factory, with this module's stream and step)."""
+    return testing.make_task(
+        STREAM_ID,
+        params=params,
         start_ms=start_ms,
         end_ms=end_ms,
         step_ms=STEP_MS,
         attempt=attempt,
-        dispatched_ms=end_ms,
-        deadline_ms=end_ms + 60_000,
-        params=MappingProxyType(params),
+        timeout_ms=60_000,
     )
 
 

@@ -8,8 +8,9 @@ import threading
 import time
 
 from streams.handler import Ack, Outcome, Task
+from streams.testing import TASKS
+from streams.testing import InProcessWorker as Worker
 from streams.worker.aio import LoopExecutor
-from tests.worker.fakes import TASKS, Worker
 from tests.worker.kafka_helpers import make_task, wait_until
 
 CALLS = 300
@@ -95,9 +96,8 @@ def test_a_runtime_on_the_real_loop_keeps_hundreds_of_tasks_in_flight() -> None:
         in_flight -= 1
         return Ack(task.end_ms)
 
-    worker = Worker(slow, int(time.time() * 1000), concurrency=200)
-    worker.runtime._calls._loop = executor = LoopExecutor()  # the real one, not the held fake
-    executor.start()
+    executor = LoopExecutor()  # the real one, not the held fake
+    worker = Worker(slow, int(time.time() * 1000), concurrency=200, executor=executor)
     worker.source.assign((TASKS, 0))
     for n in range(200):
         worker.source.add_task(make_task("s", n, now_ms=worker.now_ms))

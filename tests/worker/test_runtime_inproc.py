@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from streams.handler import HANDLER_ERROR, SHUTDOWN, Ack, AnyHandler, Nack, Outcome, Task
+from streams.testing import TASKS
+from streams.testing import InProcessWorker as Worker
+from streams.testing.fakes import run_call
 from streams.worker.backpressure import PAUSE_AFTER_MS
-from tests.worker.fakes import TASKS, Worker, run_call
 from tests.worker.kafka_helpers import make_task
 
 T0 = 1_795_946_400_000  # 2026-11-29T10:00:00Z
