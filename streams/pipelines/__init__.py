@@ -16,10 +16,12 @@ from streams.errors import InvalidInput
 from streams.handler import AnyHandler
 from streams.pipelines.options import checked_options, factory_options
 from streams.pipelines.prometheus_otlp import MetricsPipeline
+from streams.pipelines.prometheus_otlp_async import AsyncMetricsPipeline
 from streams.pipelines.synthetic import SyntheticPipeline
 
 PIPELINES: Final[dict[str, Callable[..., AnyHandler]]] = {
     "metrics": MetricsPipeline,
+    "async-metrics": AsyncMetricsPipeline,
     "synthetic": SyntheticPipeline,
 }
 

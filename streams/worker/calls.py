@@ -18,6 +18,7 @@ import functools
 import inspect
 import logging
 import queue
+import threading
 import time
 from typing import cast
 
@@ -84,7 +85,29 @@ class HandlerCalls:
             self._threads_or_fail().submit(functools.partial(self._call, job))
 
     def close(self, timeout_s: float) -> bool:
+        """Stop the executor; a coroutine handler's ``aclose()`` (its HTTP session, say) runs
+        first, on the loop, since what it closes belongs to that loop."""
+        if self._loop is not None:
+            self._aclose(timeout_s)
         return (self._loop or self._threads_or_fail()).close(timeout_s)
+
+    def _aclose(self, timeout_s: float) -> None:
+        aclose = getattr(self._async_handler, "aclose", None)
+        if aclose is None or self._loop is None:
+            return
+        closed = threading.Event()
+
+        async def close_handler() -> None:
+            try:
+                await aclose()
+            except Exception:
+                log.exception("the handler's aclose() failed")
+            finally:
+                closed.set()
+
+        self._loop.submit(close_handler)
+        if not closed.wait(timeout_s):
+            log.warning("the handler's aclose() did not end within %g s", timeout_s)
 
     def _threads_or_fail(self) -> HandlerExecutor:
         assert self._threads is not None

@@ -113,3 +113,28 @@ def test_a_runtime_on_the_real_loop_keeps_hundreds_of_tasks_in_flight() -> None:
     assert peak >= 150  # the board let them all run, the loop ran them at once
     assert worker.source.committed == {(TASKS, 0): 200}
     assert time.monotonic() - began < 5
+
+
+def test_a_stopping_worker_closes_an_async_handler_on_its_loop() -> None:
+    """A coroutine handler's resources (an aiohttp session) belong to the loop they were made
+    on: ``aclose`` runs there, before the loop stops."""
+    closed_on: list[int] = []
+    called_on: list[int] = []
+
+    class WithSession:
+        async def __call__(self, task: Task) -> Outcome:
+            called_on.append(threading.get_ident())
+            return Ack(task.end_ms)
+
+        async def aclose(self) -> None:
+            await asyncio.sleep(0)
+            closed_on.append(threading.get_ident())
+
+    worker = Worker(WithSession(), int(time.time() * 1000), executor=LoopExecutor())
+    worker.source.assign((TASKS, 0))
+    worker.source.add_task(make_task("s", 0, now_ms=worker.now_ms))
+    began = time.monotonic()
+    while not worker.sink.values("ack") and time.monotonic() - began < 5:
+        worker.runtime.turn()
+    worker.stop()
+    assert len(called_on) == 1 and closed_on == called_on
