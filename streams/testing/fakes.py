@@ -192,8 +192,11 @@ class HeldExecutor:
             run_call(call)
         return len(calls)
 
-    def close(self, timeout_s: float) -> bool:
+    def close(self, timeout_s: float, last: Callable[[], object] | None = None) -> bool:
+        """Close; ``last`` (a coroutine handler's ``aclose``) runs at once."""
         self.closed = True
+        if last is not None:
+            run_call(last)
         return not self.held
 
 

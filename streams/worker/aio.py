@@ -49,13 +49,14 @@ class LoopExecutor:
         assert self._loop is not None, "submit before start"
         self._loop.call_soon_threadsafe(self._spawn, call)
 
-    def close(self, timeout_s: float) -> bool:
-        """Cancel the running calls, wait up to ``timeout_s`` for them, stop the loop; True if
-        every call ended in time."""
+    def close(self, timeout_s: float, last: Call | None = None) -> bool:
+        """Cancel the running calls, wait up to ``timeout_s`` for them, run ``last`` (the
+        handler's ``aclose``: what it closes belongs to this loop, and no call uses it any
+        more), stop the loop; True if every call ended in time."""
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return True
-        ended = asyncio.run_coroutine_threadsafe(self._cancel_all(timeout_s), loop)
+        ended = asyncio.run_coroutine_threadsafe(self._cancel_all(timeout_s, last), loop)
         try:
             all_ended = ended.result(timeout_s + 1.0)
         except (TimeoutError, RuntimeError):  # the loop is blocked by a call: leave it behind
@@ -98,13 +99,18 @@ class LoopExecutor:
         if not task.cancelled() and (error := task.exception()) is not None:
             log.error("a handler call raised past its guard", exc_info=error)
 
-    async def _cancel_all(self, timeout_s: float) -> bool:
+    async def _cancel_all(self, timeout_s: float, last: Call | None) -> bool:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        if not tasks:
-            return True
-        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        pending: set[asyncio.Task[None]] = set()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
         if pending:
             log.warning("%d handler calls still running after their cancellation", len(pending))
+        if last is not None:
+            try:
+                await asyncio.wait_for(last(), timeout_s)
+            except Exception:
+                log.exception("closing the handler failed")
         return not pending

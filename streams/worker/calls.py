@@ -18,7 +18,6 @@ import functools
 import inspect
 import logging
 import queue
-import threading
 import time
 from typing import cast
 
@@ -85,29 +84,12 @@ class HandlerCalls:
             self._threads_or_fail().submit(functools.partial(self._call, job))
 
     def close(self, timeout_s: float) -> bool:
-        """Stop the executor; a coroutine handler's ``aclose()`` (its HTTP session, say) runs
-        first, on the loop, since what it closes belongs to that loop."""
+        """Stop the executor. A coroutine handler's ``aclose()`` (its HTTP session, say) runs
+        last, on the loop, since what it closes belongs to that loop."""
         if self._loop is not None:
-            self._aclose(timeout_s)
-        return (self._loop or self._threads_or_fail()).close(timeout_s)
-
-    def _aclose(self, timeout_s: float) -> None:
-        aclose = getattr(self._async_handler, "aclose", None)
-        if aclose is None or self._loop is None:
-            return
-        closed = threading.Event()
-
-        async def close_handler() -> None:
-            try:
-                await aclose()
-            except Exception:
-                log.exception("the handler's aclose() failed")
-            finally:
-                closed.set()
-
-        self._loop.submit(close_handler)
-        if not closed.wait(timeout_s):
-            log.warning("the handler's aclose() did not end within %g s", timeout_s)
+            aclose = getattr(self._async_handler, "aclose", None)
+            return self._loop.close(timeout_s, aclose if callable(aclose) else None)
+        return self._threads_or_fail().close(timeout_s)
 
     def _threads_or_fail(self) -> HandlerExecutor:
         assert self._threads is not None

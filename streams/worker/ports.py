@@ -86,5 +86,8 @@ class CoroutineExecutor(Protocol):
     def submit(self, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run the coroutine ``call()`` makes, which never raises, some time later."""
 
-    def close(self, timeout_s: float) -> bool:
-        """Cancel the calls still running, waiting up to ``timeout_s``; True if all ended."""
+    def close(
+        self, timeout_s: float, last: Callable[[], Coroutine[Any, Any, None]] | None = None
+    ) -> bool:
+        """Cancel the calls still running, waiting up to ``timeout_s``, then run ``last`` (the
+        handler's ``aclose``) on the loop; True if all ended."""

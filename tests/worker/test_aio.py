@@ -115,26 +115,35 @@ def test_a_runtime_on_the_real_loop_keeps_hundreds_of_tasks_in_flight() -> None:
     assert time.monotonic() - began < 5
 
 
-def test_a_stopping_worker_closes_an_async_handler_on_its_loop() -> None:
+def test_a_stopping_worker_closes_an_async_handler_on_its_loop_after_its_calls() -> None:
     """A coroutine handler's resources (an aiohttp session) belong to the loop they were made
-    on: ``aclose`` runs there, before the loop stops."""
-    closed_on: list[int] = []
-    called_on: list[int] = []
+    on: ``aclose`` runs there, once the calls still running are cancelled (none uses them)."""
+    events: list[tuple[str, int]] = []
 
     class WithSession:
         async def __call__(self, task: Task) -> Outcome:
-            called_on.append(threading.get_ident())
+            if task.params.get("hang"):
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    events.append(("cancelled", threading.get_ident()))
+                    raise
+            events.append(("called", threading.get_ident()))
             return Ack(task.end_ms)
 
         async def aclose(self) -> None:
             await asyncio.sleep(0)
-            closed_on.append(threading.get_ident())
+            events.append(("closed", threading.get_ident()))
 
     worker = Worker(WithSession(), int(time.time() * 1000), executor=LoopExecutor())
     worker.source.assign((TASKS, 0))
     worker.source.add_task(make_task("s", 0, now_ms=worker.now_ms))
+    worker.source.add_task(make_task("s", 1, now_ms=worker.now_ms, params={"hang": True}))
     began = time.monotonic()
     while not worker.sink.values("ack") and time.monotonic() - began < 5:
         worker.runtime.turn()
     worker.stop()
-    assert len(called_on) == 1 and closed_on == called_on
+
+    assert [name for name, _ in events] == ["called", "cancelled", "closed"]
+    assert len({thread for _, thread in events}) == 1  # all on the loop's thread
+    assert [v["error"]["kind"] for v in worker.sink.values("nack")] == ["shutdown"]
