@@ -11,6 +11,8 @@
 - ``run_handler``: calls a handler, sync or ``async``, as the worker does, and returns the
   outcome the worker would send: an exception or a bad answer becomes a ``handler_error``
   nack, a coroutine running past ``timeout_s`` is cancelled and nacked ``timeout``.
+  ``HandlerRunner`` does the same task after task on one event loop, for an ``async`` handler
+  that keeps a session between tasks, and closes it (``aclose``) at the end.
 - ``assert_ack`` and ``assert_nack``: check an outcome, with a message that says what came.
 - ``InProcessWorker``: the real worker runtime over in-memory fakes of Kafka
   (``InMemoryTaskSource``, ``InMemoryResultSink``) and an executor whose calls run when the test
@@ -21,9 +23,16 @@ Nothing here is imported by the worker or the coordinator (tests/test_import_bou
 
 from __future__ import annotations
 
-from streams.testing.fakes import HeldExecutor, InMemoryResultSink, InMemoryTaskSource, Sent
+from streams.testing.fakes import (
+    CallRunner,
+    HeldExecutor,
+    InMemoryResultSink,
+    InMemoryTaskSource,
+    Sent,
+)
 from streams.testing.tasks import (
     DEFAULT_END_MS,
+    HandlerRunner,
     assert_ack,
     assert_nack,
     make_task,
@@ -34,6 +43,8 @@ from streams.testing.worker import TASKS, InProcessWorker
 __all__ = [
     "DEFAULT_END_MS",
     "TASKS",
+    "CallRunner",
+    "HandlerRunner",
     "HeldExecutor",
     "InMemoryResultSink",
     "InMemoryTaskSource",

@@ -169,16 +169,37 @@ class InMemoryResultSink:
         return len(self._unanswered)
 
 
+class CallRunner:
+    """Runs handler calls in the caller's thread: a thread call as it is, a coroutine call to
+    its end on one event loop kept for every call, as the worker keeps one (a handler's client
+    session belongs to the loop it was made on, and a second loop would find it unusable)."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __call__(self, call: Callable[[], object]) -> None:
+        made = call()
+        if inspect.iscoroutine(made):
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(made)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+
+
 class HeldExecutor:
     """Handler calls wait here until a test runs them: a held call is a running task.
 
-    It serves both kinds of handler: a coroutine call is run to its end on an event loop of
-    its own when the test runs it."""
+    It serves both kinds of handler: a coroutine call is run to its end, on the executor's one
+    event loop, when the test runs it (``run_all``, or ``run`` for one of ``held``)."""
 
     def __init__(self) -> None:
         self.held: list[Callable[[], object]] = []
         self.started = False
         self.closed = False
+        self._runner = CallRunner()
 
     def start(self) -> None:
         self.started = True
@@ -186,22 +207,20 @@ class HeldExecutor:
     def submit(self, call: Callable[[], object]) -> None:
         self.held.append(call)
 
+    def run(self, call: Callable[[], object]) -> None:
+        """Run one call taken from ``held``."""
+        self._runner(call)
+
     def run_all(self) -> int:
         calls, self.held = self.held, []
         for call in calls:
-            run_call(call)
+            self._runner(call)
         return len(calls)
 
     def close(self, timeout_s: float, last: Callable[[], object] | None = None) -> bool:
-        """Close; ``last`` (a coroutine handler's ``aclose``) runs at once."""
+        """Close; ``last`` (a coroutine handler's ``aclose``) runs at once, on the loop."""
         self.closed = True
         if last is not None:
-            run_call(last)
+            self._runner(last)
+        self._runner.close()
         return not self.held
-
-
-def run_call(call: Callable[[], object]) -> None:
-    """Run one held call: a thread call as it is, a coroutine call on a loop of its own."""
-    made = call()
-    if inspect.iscoroutine(made):
-        asyncio.run(made)

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from streams.core.model import task_id
 from streams.handler import Ack, AnyHandler, Nack, Outcome, Task
-from streams.testing.fakes import run_call
+from streams.testing.fakes import CallRunner
 from streams.worker.calls import HandlerCalls, Returned
 from streams.worker.jobs import Job
 from streams.worker.offsets import OffsetToken
@@ -52,17 +52,66 @@ def make_task(
     )
 
 
-class _Now:
-    """An executor that runs each call at once, in the caller's thread."""
+class _RunAtOnce:
+    """An executor that runs each call at once, in the caller's thread, coroutines on one
+    loop (``CallRunner``)."""
+
+    def __init__(self) -> None:
+        self.run = CallRunner()
 
     def start(self) -> None:
         pass
 
     def submit(self, call: Any) -> None:
-        run_call(call)
+        self.run(call)
 
     def close(self, timeout_s: float, last: Any = None) -> bool:
+        if last is not None:
+            self.run(last)
+        self.run.close()
         return True
+
+
+class HandlerRunner:
+    """Calls one handler, sync or ``async``, task after task, as the worker calls it: on one
+    event loop for an ``async`` handler, so that what it keeps between tasks (an HTTP session)
+    stays usable. ``close()`` ends it, with the handler's ``aclose()`` if it has one.
+
+        with HandlerRunner(AsyncMetricsPipeline()) as run:
+            assert_ack(run(task))
+
+    Each call returns the outcome the worker would send (see ``run_handler``).
+    """
+
+    def __init__(self, handler: AnyHandler, *, timeout_s: float = 60.0) -> None:
+        self._outcomes: queue.SimpleQueue[Returned] = queue.SimpleQueue()
+        self._executor = _RunAtOnce()
+        self._calls = HandlerCalls(
+            handler,
+            self._outcomes,
+            concurrency=1,
+            max_task_s=timeout_s,
+            executor=self._executor,
+            coroutine_executor=self._executor,
+        )
+
+    def __call__(self, task: Task | None = None) -> Outcome:
+        task = make_task() if task is None else task
+        self._calls.submit(Job(task, OffsetToken(("tasks", 0), 0, 0)))
+        return self._outcomes.get_nowait()[1]
+
+    def close(self, *, handler_too: bool = True) -> None:
+        """Close the loop, after the handler's ``aclose()`` (unless not ``handler_too``)."""
+        if handler_too:
+            self._calls.close(timeout_s=10.0)
+        else:
+            self._executor.run.close()
+
+    def __enter__(self) -> HandlerRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def run_handler(
@@ -75,21 +124,14 @@ def run_handler(
     outside the window or a reserved nack kind come back as a ``handler_error`` nack (the
     exception is logged with its traceback), and a coroutine still running after
     ``timeout_s`` is cancelled and comes back as a ``timeout`` nack. A sync handler cannot be
-    cancelled: it runs to its end.
+    cancelled: it runs to its end. One call on a loop of its own: for an ``async`` handler that
+    keeps a session between tasks, call it through one ``HandlerRunner`` instead.
     """
-    task = make_task() if task is None else task
-    outcomes: queue.SimpleQueue[Returned] = queue.SimpleQueue()
-    now = _Now()
-    calls = HandlerCalls(
-        handler,
-        outcomes,
-        concurrency=1,
-        max_task_s=timeout_s,
-        executor=now,
-        coroutine_executor=now,
-    )
-    calls.submit(Job(task, OffsetToken(("tasks", 0), 0, 0)))
-    return outcomes.get_nowait()[1]
+    runner = HandlerRunner(handler, timeout_s=timeout_s)
+    try:
+        return runner(task)
+    finally:
+        runner.close(handler_too=False)  # the handler stays open: it is the caller's
 
 
 def assert_ack(outcome: Outcome, ack_ms: int | None = None) -> Ack:

@@ -12,7 +12,6 @@ Nothing lies in ``EMPTY_OFFSET_MS`` after T, which gives an empty window.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,9 +21,10 @@ from typing import Any
 import pytest
 
 from streams import testing
-from streams.handler import Outcome, Task
+from streams.handler import Task
 from streams.pipelines.prometheus_otlp import MetricsPipeline
 from streams.pipelines.prometheus_otlp_async import AsyncMetricsPipeline
+from streams.testing import HandlerRunner
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.prometheus import PrometheusServer, Sample
 
@@ -98,27 +98,12 @@ def receiver() -> Iterator[OtlpReceiver]:
         yield started
 
 
-class OnOwnLoop:
-    """The async metrics pipeline called as the sync one is: every call on one event loop of
-    its own (its HTTP session belongs to that loop), closed with ``aclose`` there."""
-
-    def __init__(self, handler: AsyncMetricsPipeline) -> None:
-        self._handler = handler
-        self._loop = asyncio.new_event_loop()
-
-    def __call__(self, task: Task) -> Outcome:
-        return self._loop.run_until_complete(self._handler(task))
-
-    def close(self) -> None:
-        self._loop.run_until_complete(self._handler.aclose())
-        self._loop.close()
-
-
-def metrics_pipeline(kind: str, **options: Any) -> MetricsPipeline | OnOwnLoop:
-    """The ``metrics`` pipeline (``kind`` "threads") or ``async-metrics`` ("async")."""
+def metrics_pipeline(kind: str, **options: Any) -> MetricsPipeline | HandlerRunner:
+    """The ``metrics`` pipeline (``kind`` "threads") or ``async-metrics`` ("async", through
+    the test kit's runner: one loop for every call, ``aclose`` at ``close``)."""
     if kind == "threads":
         return MetricsPipeline(**options)
-    return OnOwnLoop(AsyncMetricsPipeline(**options))
+    return HandlerRunner(AsyncMetricsPipeline(**options))
 
 
 @pytest.fixture(params=["threads", "async"])
@@ -128,7 +113,7 @@ def pipeline_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def pipeline(pipeline_kind: str) -> Iterator[MetricsPipeline | OnOwnLoop]:
+def pipeline(pipeline_kind: str) -> Iterator[MetricsPipeline | HandlerRunner]:
     handler = metrics_pipeline(pipeline_kind, connect_timeout_ms=1_000, read_timeout_ms=3_000)
     yield handler
     handler.close()

@@ -8,7 +8,14 @@ from types import MappingProxyType
 import pytest
 
 from streams.handler import HANDLER_ERROR, SHUTDOWN, TIMEOUT, Ack, Nack, Outcome, Task
-from streams.testing import DEFAULT_END_MS, assert_ack, assert_nack, make_task, run_handler
+from streams.testing import (
+    DEFAULT_END_MS,
+    HandlerRunner,
+    assert_ack,
+    assert_nack,
+    make_task,
+    run_handler,
+)
 from streams.wire import decode_task, encode_task
 
 
@@ -90,3 +97,29 @@ def test_the_assertions_say_what_came() -> None:
     with pytest.raises(AssertionError, match="saying 'timeout'"):
         assert_nack(Nack("export", "refused"), message="timeout")
     assert assert_nack(Nack("export", "refused"), "export", "ref") == Nack("export", "refused")
+
+
+def test_a_runner_keeps_one_loop_for_every_call_and_closes_the_handler() -> None:
+    class WithSession:
+        """Like an aiohttp session: usable only on the loop it was made on."""
+
+        def __init__(self) -> None:
+            self.loop: asyncio.AbstractEventLoop | None = None
+            self.closed = False
+
+        async def __call__(self, task: Task) -> Outcome:
+            running = asyncio.get_running_loop()
+            self.loop = self.loop or running
+            if self.loop is not running:
+                return Nack("export", "the session belongs to another loop")
+            return Ack(task.end_ms)
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    handler = WithSession()
+    with HandlerRunner(handler) as run:
+        assert_ack(run(make_task(end_ms=60_000)))
+        assert_ack(run(make_task(end_ms=120_000)))
+        assert not handler.closed
+    assert handler.closed

@@ -9,7 +9,6 @@ from streams.testing.fakes import (
     InMemoryResultSink,
     InMemoryTaskSource,
     Sent,
-    run_call,
 )
 from streams.testing.worker import InProcessWorker as Worker
 
@@ -20,5 +19,4 @@ __all__ = [
     "InMemoryTaskSource",
     "Sent",
     "Worker",
-    "run_call",
 ]

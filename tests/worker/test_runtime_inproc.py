@@ -18,7 +18,6 @@ import pytest
 from streams.handler import HANDLER_ERROR, SHUTDOWN, Ack, AnyHandler, Nack, Outcome, Task
 from streams.testing import TASKS
 from streams.testing import InProcessWorker as Worker
-from streams.testing.fakes import run_call
 from streams.worker.backpressure import PAUSE_AFTER_MS
 from tests.worker.kafka_helpers import make_task
 
@@ -104,14 +103,14 @@ def test_commits_move_only_over_the_contiguous_prefix_of_delivered_results(
     run_first, run_second = worker.executor.held
     worker.executor.held = []
 
-    run_call(run_second)
+    worker.executor.run(run_second)
     worker.turns()
     worker.sink.confirm()
     worker.turns()
     assert worker.sink.values("ack")[0]["end_ms"] == T0 - 1_000 + 1  # the second task's
     assert worker.source.committed.get(P0, first) == first  # offset 0 still unfinished
 
-    run_call(run_first)
+    worker.executor.run(run_first)
     worker.work()
     assert worker.source.committed == {P0: second + 1}
 
