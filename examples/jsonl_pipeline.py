@@ -1,28 +1,7 @@
-"""A complete Tidemark pipeline in about 20 lines: append each window's rows to a JSON Lines file.
+"""The example pipeline under its first name, for workers started from a checkout with
+``--pipeline examples.jsonl_pipeline:JsonlPipeline``; it lives in the package, importable
+anywhere Tidemark is installed: ``streams.examples.jsonl_pipeline:JsonlPipeline``."""
 
-Run it with:  tidemark worker --pipeline examples.jsonl_pipeline:JsonlPipeline
-Task params:  {"path": "/tmp/out.jsonl", "rows_per_step": 1}
-"""
+from streams.examples.jsonl_pipeline import JsonlPipeline
 
-import json
-from pathlib import Path
-
-from streams.worker.api import Ack, Nack, Outcome, Task
-
-
-class JsonlPipeline:
-    """Called from several threads at once: keep it free of shared mutable state."""
-
-    def __call__(self, task: Task) -> Outcome:
-        path = task.params.get("path")
-        if not isinstance(path, str):
-            return Nack("bad_params", "params.path must be a file path")
-        # One row per step in (start_ms, end_ms]: the window's data points.
-        points = list(range(task.start_ms + task.step_ms, task.end_ms + 1, task.step_ms))
-        if not points:
-            return Nack("no_data", "the window holds no step")
-        with Path(path).open("a") as out:  # the "export"
-            out.writelines(
-                json.dumps({"stream_id": task.stream_id, "t_ms": t}) + "\n" for t in points
-            )
-        return Ack(ack_ms=points[-1])  # progress moves to the last point delivered
+__all__ = ["JsonlPipeline"]

@@ -231,6 +231,21 @@ def test_the_shipped_runtime_imports_no_development_tool() -> None:
     assert "streams.dev.broker" in g and "streams.dev.demo" in g
 
 
+def test_the_shipped_runtime_imports_no_test_kit() -> None:
+    """The test kit (`streams/testing/`) drives the worker; the worker never needs it."""
+    g = graph()
+    kit = "streams.testing"
+    offences = [
+        f"{name} imports {target}"
+        for name, targets in g.items()
+        if not (name == kit or name.startswith(kit + "."))
+        for target in sorted(targets)
+        if target == kit or target.startswith(kit + ".")
+    ]
+    assert offences == []
+    assert "streams.testing.worker" in g
+
+
 def test_kafka_imports_nothing_of_the_worker_nor_the_coordinator() -> None:
     """`kafka/` is the floor under both: its adapters speak their own types."""
     g = graph()

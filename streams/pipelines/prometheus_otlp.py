@@ -19,6 +19,7 @@ stopped shortly before ``end_ms`` still yields points up to ``end_ms``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,18 +27,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import requests
-
-# protobuf ships no type hints (and types-protobuf is not a project dependency).
-from google.protobuf import json_format  # type: ignore[import-untyped]
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from prometheus_client import Counter
 
-import streams
 from streams.errors import InvalidInput
 from streams.handler import BAD_PARAMS, CORE_METRIC, EXPORT, NO_DATA, Ack, Nack, Outcome, Task
+from streams.pipelines.otlp import STREAM_ID_ATTRIBUTE, MetricSpec, Series, encode_otlp_json
+
+__all__ = ["STREAM_ID_ATTRIBUTE", "MetricSpec", "MetricsPipeline", "Series", "encode_otlp_json"]
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +43,13 @@ SOFT_METRIC_ERRORS: Final = Counter(
     ["metric"],
 )
 
-STREAM_ID_ATTRIBUTE: Final = "tidemark.stream_id"
 _PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SNIPPET_CHARS: Final = 300
 
 
-class _Failed(Exception):
-    """A query or export attempt failed; the message says how. Never leaves this module."""
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One metric to fetch: its OTLP name, its PromQL (placeholders filled), core or soft."""
-
-    name: str
-    query: str
-    core: bool
+class Failed(Exception):
+    """A query or export attempt failed; the message says how. Never leaves the metrics
+    pipelines (this module and its async variant): it becomes a nack."""
 
 
 @dataclass(frozen=True)
@@ -97,14 +84,6 @@ class MetricsParams:
         )
 
 
-@dataclass(frozen=True)
-class Series:
-    """One series of a query result: its labels and its ``(t_ms, value)`` points in the window."""
-
-    labels: Mapping[str, str]
-    points: tuple[tuple[int, float], ...]
-
-
 class MetricsPipeline:
     """The ``metrics`` handler. One instance serves every task; safe to call from threads.
 
@@ -120,13 +99,11 @@ class MetricsPipeline:
         read_timeout_ms: int = 10_000,
         pool_size: int = 16,
     ) -> None:
-        for name, value in (
-            ("connect_timeout_ms", connect_timeout_ms),
-            ("read_timeout_ms", read_timeout_ms),
-            ("pool_size", pool_size),
-        ):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise InvalidInput(f"options.{name}", "must be a positive integer")
+        positive_ms(
+            connect_timeout_ms=connect_timeout_ms,
+            read_timeout_ms=read_timeout_ms,
+            pool_size=pool_size,
+        )
         self._timeout_s = (connect_timeout_ms / 1000, read_timeout_ms / 1000)
         self._session = requests.Session()
         adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=pool_size)
@@ -142,27 +119,20 @@ class MetricsPipeline:
         results: list[tuple[MetricSpec, list[Series]]] = []
         soft_failures: list[str] = []
         # Core metrics first, so that a failing one nacks before any time goes to soft ones.
-        for spec in sorted(params.metrics, key=lambda m: not m.core):
+        for spec in in_query_order(params.metrics):
             try:
                 results.append((spec, self._query_range(params.source_url, spec.query, task)))
-            except _Failed as exc:
-                if spec.core:
-                    return Nack(CORE_METRIC, f"metric {spec.name!r}: {exc}")
-                SOFT_METRIC_ERRORS.labels(metric=spec.name).inc()
-                log.warning("task %s: soft metric %r failed: %s", task.task_id, spec.name, exc)
-                soft_failures.append(spec.name)
+            except Failed as exc:
+                if (nack := metric_failed(task, spec, exc, soft_failures)) is not None:
+                    return nack
 
-        last_ms = max(
-            (t for _, series in results for s in series for t, _ in s.points), default=None
-        )
-        if last_ms is None:
-            failed = f" (soft metrics failed: {', '.join(soft_failures)})" if soft_failures else ""
-            return Nack(NO_DATA, f"no data point in ({task.start_ms}, {task.end_ms}]{failed}")
-
-        body = encode_otlp_json(task.stream_id, params.labels, results)
+        prepared = export_body(task, params, results, soft_failures)
+        if isinstance(prepared, Nack):
+            return prepared
+        body, last_ms = prepared
         try:
             self._export(params.export_url, body)
-        except _Failed as exc:
+        except Failed as exc:
             return Nack(EXPORT, str(exc))
         return Ack(last_ms)
 
@@ -171,92 +141,116 @@ class MetricsPipeline:
         self._session.close()
 
     def _query_range(self, source_url: str, query: str, task: Task) -> list[Series]:
-        url = source_url.rstrip("/") + "/api/v1/query_range"
-        form = {
-            "query": query,
-            "start": _seconds(task.start_ms),
-            "end": _seconds(task.end_ms),
-            "step": _seconds(task.step_ms),
-        }
         try:
-            response = self._session.get(url, params=form, timeout=self._timeout_s)
+            response = self._session.get(
+                query_url(source_url), params=query_form(query, task), timeout=self._timeout_s
+            )
         except requests.Timeout as exc:
-            raise _Failed(
-                f"query timed out ({self._timeout_text()}): {_snippet(str(exc))}"
-            ) from exc
+            raise Failed(f"query timed out ({self._timeout_text()}): {snippet(str(exc))}") from exc
         except requests.RequestException as exc:
-            raise _Failed(f"query failed: {_snippet(str(exc))}") from exc
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise _Failed(
-                f"HTTP {response.status_code}, not JSON: {_snippet(response.text)}"
-            ) from exc
-        if not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error") if isinstance(body, dict) else None
-            kind = body.get("errorType") if isinstance(body, dict) else None
-            detail = _snippet(str(error)) if error else _snippet(response.text)
-            raise _Failed(f"HTTP {response.status_code}, {kind or 'error'}: {detail}")
-        if response.status_code != 200:
-            raise _Failed(f"HTTP {response.status_code}: {_snippet(response.text)}")
-        return _parse_matrix(body.get("data"), task.start_ms, task.end_ms)
+            raise Failed(f"query failed: {snippet(str(exc))}") from exc
+        return query_series(response.status_code, response.text, task)
 
     def _export(self, export_url: str, body: str) -> None:
         try:
             response = self._session.post(
                 export_url,
                 data=body.encode("utf-8"),
-                headers={"Content-Type": "application/json"},
+                headers=EXPORT_HEADERS,
                 timeout=self._timeout_s,
             )
         except requests.Timeout as exc:
-            raise _Failed(
-                f"export timed out ({self._timeout_text()}): {_snippet(str(exc))}"
-            ) from exc
+            raise Failed(f"export timed out ({self._timeout_text()}): {snippet(str(exc))}") from exc
         except requests.RequestException as exc:
-            raise _Failed(f"export failed: {_snippet(str(exc))}") from exc
-        if not 200 <= response.status_code < 300:
-            raise _Failed(f"export answered HTTP {response.status_code}: {_snippet(response.text)}")
-        _log_partial_success(response)
+            raise Failed(f"export failed: {snippet(str(exc))}") from exc
+        check_export(response.status_code, response.text)
 
     def _timeout_text(self) -> str:
-        connect_s, read_s = self._timeout_s
-        return f"connect {connect_s:g} s, read {read_s:g} s"
+        return timeout_text(*self._timeout_s)
 
 
-def encode_otlp_json(
-    stream_id: str,
-    labels: Mapping[str, str],
-    results: Iterable[tuple[MetricSpec, Sequence[Series]]],
-) -> str:
-    """One ``ExportMetricsServiceRequest`` in the OTLP/JSON encoding, with one gauge per metric.
+# -- shared by the sync pipeline and the async one (streams.pipelines.prometheus_otlp_async) --
 
-    Resource attributes are ``labels`` plus ``tidemark.stream_id`` (which wins over a label
-    of that name). Each sample becomes a data point whose attributes are its Prometheus
-    labels, less ``__name__``: in OTLP the metric's name says that. Field names are
-    lowerCamelCase and 64-bit integers strings, as the OTLP/JSON rules require.
-    """
-    request = ExportMetricsServiceRequest()
-    resource_metrics = request.resource_metrics.add()
-    _set_attributes(
-        resource_metrics.resource.attributes, {**labels, STREAM_ID_ATTRIBUTE: stream_id}
-    )
-    scope_metrics = resource_metrics.scope_metrics.add()
-    scope_metrics.scope.name = "tidemark"
-    scope_metrics.scope.version = streams.__version__
-    for spec, series_list in results:
-        if not any(s.points for s in series_list):
-            continue
-        metric = scope_metrics.metrics.add()
-        metric.name = spec.name
-        for series in series_list:
-            attributes = {k: v for k, v in series.labels.items() if k != "__name__"}
-            for t_ms, value in series.points:
-                point = metric.gauge.data_points.add()
-                point.time_unix_nano = t_ms * 1_000_000
-                point.as_double = value
-                _set_attributes(point.attributes, attributes)
-    return str(json_format.MessageToJson(request, indent=None, use_integers_for_enums=True))
+EXPORT_HEADERS: Final = {"Content-Type": "application/json"}
+
+
+def positive_ms(**values: Any) -> None:
+    """Check the pipeline's timeout and pool options; ``InvalidInput`` names the bad one."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise InvalidInput(f"options.{name}", "must be a positive integer")
+
+
+def in_query_order(metrics: Iterable[MetricSpec]) -> list[MetricSpec]:
+    """Core metrics first, so that a failing one nacks before any time goes to soft ones."""
+    return sorted(metrics, key=lambda m: not m.core)
+
+
+def metric_failed(
+    task: Task, spec: MetricSpec, exc: Failed, soft_failures: list[str]
+) -> Nack | None:
+    """A core metric's failure nacks the task; a soft one's is counted, logged and noted."""
+    if spec.core:
+        return Nack(CORE_METRIC, f"metric {spec.name!r}: {exc}")
+    SOFT_METRIC_ERRORS.labels(metric=spec.name).inc()
+    log.warning("task %s: soft metric %r failed: %s", task.task_id, spec.name, exc)
+    soft_failures.append(spec.name)
+    return None
+
+
+def export_body(
+    task: Task,
+    params: MetricsParams,
+    results: Sequence[tuple[MetricSpec, Sequence[Series]]],
+    soft_failures: Sequence[str],
+) -> Nack | tuple[str, int]:
+    """The export's body and the ack's ``ack_ms`` (the last point found), or ``no_data``."""
+    last_ms = max((t for _, series in results for s in series for t, _ in s.points), default=None)
+    if last_ms is None:
+        failed = f" (soft metrics failed: {', '.join(soft_failures)})" if soft_failures else ""
+        return Nack(NO_DATA, f"no data point in ({task.start_ms}, {task.end_ms}]{failed}")
+    return encode_otlp_json(task.stream_id, params.labels, results), last_ms
+
+
+def query_url(source_url: str) -> str:
+    return source_url.rstrip("/") + "/api/v1/query_range"
+
+
+def query_form(query: str, task: Task) -> dict[str, str]:
+    """The ``query_range`` parameters for the task's window ``[start_ms, end_ms]``."""
+    return {
+        "query": query,
+        "start": _seconds(task.start_ms),
+        "end": _seconds(task.end_ms),
+        "step": _seconds(task.step_ms),
+    }
+
+
+def query_series(status: int, text: str, task: Task) -> list[Series]:
+    """The series of a ``query_range`` answer in the window; ``Failed`` saying what is wrong."""
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise Failed(f"HTTP {status}, not JSON: {snippet(text)}") from exc
+    if not isinstance(body, dict) or body.get("status") != "success":
+        error = body.get("error") if isinstance(body, dict) else None
+        kind = body.get("errorType") if isinstance(body, dict) else None
+        detail = snippet(str(error)) if error else snippet(text)
+        raise Failed(f"HTTP {status}, {kind or 'error'}: {detail}")
+    if status != 200:
+        raise Failed(f"HTTP {status}: {snippet(text)}")
+    return _parse_matrix(body.get("data"), task.start_ms, task.end_ms)
+
+
+def check_export(status: int, text: str) -> None:
+    """``Failed`` unless the export was accepted; a partial success is logged."""
+    if not 200 <= status < 300:
+        raise Failed(f"export answered HTTP {status}: {snippet(text)}")
+    _log_partial_success(text)
+
+
+def timeout_text(connect_s: float, read_s: float) -> str:
+    return f"connect {connect_s:g} s, read {read_s:g} s"
 
 
 def fill_placeholders(query: str, params: Mapping[str, Any], field: str) -> str:
@@ -302,10 +296,10 @@ def _http_url(params: Mapping[str, Any], name: str) -> str:
 def _parse_matrix(data: Any, start_ms: int, end_ms: int) -> list[Series]:
     """The series of a ``matrix`` result, keeping only points with ``start_ms < t <= end_ms``."""
     if not isinstance(data, dict) or data.get("resultType") != "matrix":
-        raise _Failed("malformed response: expected data.resultType 'matrix'")
+        raise Failed("malformed response: expected data.resultType 'matrix'")
     result = data.get("result")
     if not isinstance(result, list):
-        raise _Failed("malformed response: data.result is not a list")
+        raise Failed("malformed response: data.result is not a list")
     series_list = []
     for raw in result:
         try:
@@ -317,21 +311,16 @@ def _parse_matrix(data: Any, start_ms: int, end_ms: int) -> list[Series]:
                 if start_ms < (t_ms := round(float(t_s) * 1000)) <= end_ms
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise _Failed(f"malformed series in response: {exc!r}") from exc
+            raise Failed(f"malformed series in response: {exc!r}") from exc
         if points:
             series_list.append(Series(labels, points))
     return series_list
 
 
-def _set_attributes(target: Any, attributes: Mapping[str, str]) -> None:
-    for key in sorted(attributes):
-        target.append(KeyValue(key=key, value=AnyValue(string_value=attributes[key])))
-
-
-def _log_partial_success(response: requests.Response) -> None:
+def _log_partial_success(text: str) -> None:
     """OTLP lets a 2xx carry rejected points; retrying would not help, so log and go on."""
     try:
-        partial = response.json().get("partialSuccess", {})
+        partial = json.loads(text).get("partialSuccess", {})
     except (ValueError, AttributeError):
         return
     if isinstance(partial, dict) and partial.get("rejectedDataPoints"):
@@ -346,6 +335,6 @@ def _seconds(ms: int) -> str:
     return f"{ms / 1000:.3f}"
 
 
-def _snippet(text: str) -> str:
+def snippet(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "…"

@@ -12,11 +12,16 @@ from streams.handler import (
     RESERVED_KINDS,
     SHUTDOWN,
     SYNTHETIC_FAILURE,
+    TIMEOUT,
     Ack,
+    AnyHandler,
+    AsyncHandler,
     Handler,
+    HandlerKind,
     Nack,
     Outcome,
     Task,
+    handler_kind,
 )
 
 __all__ = [
@@ -29,9 +34,14 @@ __all__ = [
     "RESERVED_KINDS",
     "SHUTDOWN",
     "SYNTHETIC_FAILURE",
+    "TIMEOUT",
     "Ack",
+    "AnyHandler",
+    "AsyncHandler",
     "Handler",
+    "HandlerKind",
     "Nack",
     "Outcome",
     "Task",
+    "handler_kind",
 ]

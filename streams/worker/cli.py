@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines import PIPELINES
+from streams.pipelines.options import number_or_text
 from streams.worker.config import (
     WorkerConfig,
     session_timeout_from_env,
@@ -27,27 +28,27 @@ from streams.worker.config import (
 )
 from streams.worker.runner import run_worker
 
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
-
 
 def option_value(text: str) -> int | float | str:
     """A pipeline option from text: an integer or a decimal number if it reads as one."""
-    if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text):
-        return float(text)
-    return text
+    return number_or_text(text)
 
 
-def parse_options(pairs: Sequence[str]) -> dict[str, int | float | str]:
-    """``["latency_ms=200", "outage_file=/tmp/x"]`` -> ``{"latency_ms": 200, ...}``."""
-    options: dict[str, int | float | str] = {}
+def parse_options(
+    pairs: Sequence[str], convert: Callable[[str], Any] = option_value
+) -> dict[str, Any]:
+    """``["latency_ms=200", "outage_file=/tmp/x"]`` -> ``{"latency_ms": 200, ...}``.
+
+    ``convert`` makes each value; the worker passes ``str``, leaving the text to
+    ``build_pipeline``, which converts it as the factory's annotation asks (an option
+    annotated ``str`` keeps "0123" as it is).
+    """
+    options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InvalidInput("option", f"expected key=value, got {pair!r}")
-        options[key] = option_value(value)
+        options[key] = convert(value)
     return options
 
 
@@ -61,7 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help=f"{', '.join(sorted(PIPELINES))}, or your own as module:factory",
     )
-    parser.add_argument("--concurrency", type=int, default=4, help="handler threads (4)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="handler calls at once: threads for a sync handler (4), tasks on one event loop "
+        "for an async one (100)",
+    )
     parser.add_argument(
         "--buffer",
         type=int,
@@ -89,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-task-s",
         type=float,
         default=600.0,
-        help="stop heartbeating a handler running this long, so it can time out (600)",
+        help="stop heartbeating a handler running this long, so it can time out; an async "
+        "handler is cancelled then and nacked `timeout` (600)",
     )
     parser.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="/metrics address")
@@ -108,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a pipeline build option; numbers are passed as numbers (repeatable)",
+        help="a pipeline build option, converted to the type the pipeline declares; an "
+        "undeclared one is a number if it reads as one (repeatable)",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
     return parser
@@ -132,13 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             group_id=args.group,
             route=args.route,
             concurrency=args.concurrency,
-            buffer=2 * args.concurrency if args.buffer is None else args.buffer,
+            buffer=args.buffer,
             grace_s=args.grace_s,
             max_task_s=args.max_task_s,
             instance_id=args.instance_id,
             session_timeout_ms=args.session_timeout_ms or session_timeout_from_env(),
         )
-        options = parse_options(args.option)
+        options = parse_options(args.option, convert=str)
         return run_worker(
             config,
             options=options,

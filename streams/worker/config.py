@@ -10,11 +10,15 @@ from typing import Final
 
 from streams.core.config import DEFAULT_PIPELINE, check_pipeline
 from streams.errors import InvalidInput
+from streams.handler import HandlerKind
 from streams.topics import Topics
 
 DEFAULT_TOPIC_PREFIX: Final = "tidemark"
 TOPIC_PREFIX_ENV: Final = "TIDEMARK_TOPIC_PREFIX"
 SESSION_TIMEOUT_ENV: Final = "TIDEMARK_SESSION_TIMEOUT_MS"
+# Handler calls at once when the config does not say: threads for a sync handler, tasks on the
+# asyncio loop for a coroutine handler, which waits on I/O without holding a thread.
+DEFAULT_CONCURRENCY: Final[dict[HandlerKind, int]] = {"thread": 4, "coroutine": 100}
 _NAME: Final = re.compile(r"[A-Za-z0-9._-]+")
 _PIPELINE: Final = re.compile(r"[A-Za-z0-9._-]+(:[A-Za-z0-9_.]+)?")  # a name, or module:factory
 
@@ -39,25 +43,28 @@ def session_timeout_from_env(environ: Mapping[str, str] | None = None) -> int:
 class WorkerConfig:
     """What one worker process runs, and how.
 
-    ``buffer`` is how many tasks may wait, fetched, beyond the ``concurrency`` running ones:
+    ``concurrency`` is how many handler calls run at once: threads for a sync handler, tasks on
+    one asyncio loop for a coroutine handler (None: ``DEFAULT_CONCURRENCY`` for the kind, 4 or
+    100). ``buffer`` is how many tasks may wait, fetched, beyond the ``concurrency`` running ones:
     enough that handlers never wait for a fetch (fetching pauses when it is full and resumes
     once half of it has drained: twice the concurrency by default), small enough that a stopped
     worker returns little work (its waiting tasks go back as `shutdown` nacks, out again at
     once). ``grace_s`` is how long a shutdown waits for running tasks. After ``max_task_s`` a
     running handler gets no more heartbeats, so that a hung one cannot hold its window forever:
-    the coordinator times the attempt out and retries (or bypasses) it. ``session_timeout_ms``
-    is how soon the group gives a dead worker's partitions to others (the brokers' minimum is
-    6 s by default; the coordinator uses 10 s as well). ``instance_id`` makes
-    the worker a static group member (``group.instance.id``): restarted with the same id, it
-    takes its partitions back without a rebalance, but a stop does not hand them over before
+    the coordinator times the attempt out and retries (or bypasses) it; a coroutine handler,
+    which can be cancelled, is cancelled then and its task nacked ``timeout`` at once.
+    ``session_timeout_ms`` is how soon the group gives a dead worker's partitions to others
+    (the brokers' minimum is 6 s by default; the coordinator uses 10 s as well). ``instance_id``
+    makes the worker a static group member (``group.instance.id``): restarted with the same id,
+    it takes its partitions back without a rebalance, but a stop does not hand them over before
     the session times out.
     """
 
     pipeline: str
     topic_prefix: str = DEFAULT_TOPIC_PREFIX
     group_id: str | None = None
-    concurrency: int = 4
-    buffer: int = 8
+    concurrency: int | None = None
+    buffer: int | None = None
     grace_s: float = 10.0
     flush_timeout_s: float = 10.0
     poll_interval_s: float = 0.05
@@ -81,9 +88,9 @@ class WorkerConfig:
             raise InvalidInput("route", exc.reason) from None
         if self.group_id is not None and not self.group_id:
             raise InvalidInput("group_id", "must not be empty")
-        if self.concurrency < 1:
+        if self.concurrency is not None and self.concurrency < 1:
             raise InvalidInput("concurrency", "must be at least 1")
-        if self.buffer < 0:
+        if self.buffer is not None and self.buffer < 0:
             raise InvalidInput("buffer", "must not be negative")
         for name in ("grace_s", "flush_timeout_s"):
             if getattr(self, name) < 0:
@@ -94,6 +101,14 @@ class WorkerConfig:
             raise InvalidInput("session_timeout_ms", "must be positive")
         if self.poll_interval_s <= 0:
             raise InvalidInput("poll_interval_s", "must be positive")
+
+    def concurrency_for(self, kind: HandlerKind) -> int:
+        """Handler calls at once for a handler of this kind."""
+        return DEFAULT_CONCURRENCY[kind] if self.concurrency is None else self.concurrency
+
+    def buffer_for(self, kind: HandlerKind) -> int:
+        """Tasks fetched beyond the running ones: ``buffer``, or twice the concurrency."""
+        return 2 * self.concurrency_for(kind) if self.buffer is None else self.buffer
 
     @property
     def tasks_topic(self) -> str:

@@ -1,5 +1,11 @@
 """What the worker runtime needs from the outside: a task source, a result sink, an executor.
 
+The executor is of the handler's kind (``streams.handler.handler_kind``): ``HandlerExecutor``
+runs a sync handler's calls on threads (``streams.worker.pool.HandlerPool``),
+``CoroutineExecutor`` a coroutine handler's on an asyncio loop (``streams.worker.aio``). Both
+hand each outcome back to the loop thread the same way (``streams.worker.calls``), so that
+everything the runtime decides (heartbeats, shutdown nacks, commits) is the same for both.
+
 The runtime (``streams.worker.runtime``) owns the logic: which offsets may be committed, which
 tasks wait, expire, heartbeat or are nacked at shutdown. These ports are the I/O it drives from
 its one loop thread. ``streams.kafka.worker_io`` implements the source and the sink on
@@ -13,8 +19,8 @@ Callbacks run only inside a call the runtime makes: the source's listener inside
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol
 
 from streams.kafka.member import Delivered, Fetched, Partition, SourceListener
 
@@ -70,3 +76,18 @@ class HandlerExecutor(Protocol):
 
     def close(self, timeout_s: float) -> bool:
         """Stop, waiting up to ``timeout_s`` for running calls; True if all ended."""
+
+
+class CoroutineExecutor(Protocol):
+    """Runs coroutine handler calls on an asyncio loop (``streams.worker.aio.LoopExecutor``)."""
+
+    def start(self) -> None: ...
+
+    def submit(self, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run the coroutine ``call()`` makes, which never raises, some time later."""
+
+    def close(
+        self, timeout_s: float, last: Callable[[], Coroutine[Any, Any, None]] | None = None
+    ) -> bool:
+        """Cancel the calls still running, waiting up to ``timeout_s``, then run ``last`` (the
+        handler's ``aclose``) on the loop; True if all ended."""

@@ -30,7 +30,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from streams import clock
 from streams.core.config import DEFAULT_PIPELINE
 from streams.errors import BrokerUnavailable, InvalidInput
-from streams.handler import Handler
+from streams.handler import AnyHandler
 from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.pipelines import ensure_tasks_topic
 from streams.kafka.reachability import BrokerWatch
@@ -96,7 +96,7 @@ def run_worker(
 
 def kafka_runtime(
     settings: KafkaSettings,
-    handler: Handler,
+    handler: AnyHandler,
     config: WorkerConfig,
     *,
     registry: CollectorRegistry | None = None,

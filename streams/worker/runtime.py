@@ -1,8 +1,9 @@
-"""The worker runtime: consume task windows, run a handler on threads, produce results.
+"""The worker runtime: consume task windows, run a handler on each, produce results.
 
 One loop thread owns the task source and the result sink (``streams.worker.ports``; on Kafka,
-``streams.kafka.worker_io``) and every piece of state; handler calls run on an executor of
-``concurrency`` threads and hand their outcome back through a queue. Each loop turn: collect
+``streams.kafka.worker_io``) and every piece of state; handler calls run elsewhere, up to
+``concurrency`` at once (a sync handler on threads, a coroutine handler on an asyncio loop:
+``streams.worker.calls``), and hand their outcome back through a queue. Each loop turn: collect
 finished handler calls and produce their results; start tasks that are due; send heartbeats;
 serve delivery reports; commit what is safe; apply backpressure; poll the source (which also
 serves rebalances, so it is called every turn, and well within ``max.poll.interval.ms``, even
@@ -29,7 +30,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import functools
 import logging
 import queue
 import threading
@@ -40,18 +40,18 @@ from prometheus_client import CollectorRegistry
 
 from streams import clock
 from streams.errors import InvalidInput
-from streams.handler import SHUTDOWN, Handler, Nack, Outcome, Task
+from streams.handler import SHUTDOWN, AnyHandler, HandlerKind, Nack, Outcome, Task, handler_kind
 from streams.kafka.member import Delivered, Fetched, Partition
 from streams.wire import decode_task, stream_key
 from streams.worker.backpressure import Backpressure
+from streams.worker.calls import HandlerCalls, Returned
 from streams.worker.commits import Committer
 from streams.worker.config import WorkerConfig
 from streams.worker.jobs import Job, JobBoard
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import OffsetToken, OffsetTracker
-from streams.worker.pool import HandlerPool
-from streams.worker.ports import HandlerExecutor, ResultSink, TaskSource
-from streams.worker.results import checked_outcome, error_outcome, heartbeat_value, result_value
+from streams.worker.ports import CoroutineExecutor, HandlerExecutor, ResultSink, TaskSource
+from streams.worker.results import heartbeat_value, result_value
 
 log = logging.getLogger("streams.worker")
 
@@ -66,27 +66,28 @@ class WorkerRuntime:
     Call ``run()`` to work in the calling thread until ``stop()``, or ``start()`` for a
     background thread and ``join()``; or drive it turn by turn: ``open()``, ``turn()``,
     ``shutdown()`` (what ``run()`` does; in-process tests do it with fakes). ``stop()`` may be
-    called from any thread or a signal handler. Handler calls go to ``executor`` (by default
-    ``concurrency`` daemon threads); metrics to ``registry`` (the default one if None);
-    ``now_ms`` is the wall clock that task times are compared with, ``monotonic_ms`` the clock of
-    intervals (heartbeats, a handler's run time), which a wall-clock step does not move. Commits
-    while running go out at most every ``commit_interval_s``.
+    called from any thread or a signal handler. A sync handler's calls go to ``executor`` (by
+    default ``concurrency`` daemon threads), a coroutine handler's to ``coroutine_executor`` (by
+    default one asyncio loop on a thread of its own); metrics to ``registry`` (the default one
+    if None); ``now_ms`` is the wall clock that task times are compared with, ``monotonic_ms``
+    the clock of intervals (heartbeats, a handler's run time), which a wall-clock step does not
+    move. Commits while running go out at most every ``commit_interval_s``.
     """
 
     def __init__(
         self,
-        handler: Handler,
+        handler: AnyHandler,
         config: WorkerConfig,
         source: TaskSource,
         sink: ResultSink,
         *,
         executor: HandlerExecutor | None = None,
+        coroutine_executor: CoroutineExecutor | None = None,
         registry: CollectorRegistry | None = None,
         now_ms: Callable[[], int] = clock.now_ms,
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         commit_interval_s: float = 0.1,
     ) -> None:
-        self._handler = handler
         self._config = config
         self._now_ms = now_ms
         self._monotonic_ms = monotonic_ms
@@ -96,16 +97,26 @@ class WorkerRuntime:
         self._thread: threading.Thread | None = None
         self.failed = False  # the loop ended on an unexpected error (see the log)
 
+        kind = handler_kind(handler)  # at start, not at the first task
+        self.concurrency = config.concurrency_for(kind)
+        buffer = config.buffer_for(kind)
+        self._outcomes: queue.SimpleQueue[Returned] = queue.SimpleQueue()
+        self._calls = HandlerCalls(
+            handler,
+            self._outcomes,
+            concurrency=self.concurrency,
+            max_task_s=config.max_task_s,
+            executor=executor,
+            coroutine_executor=coroutine_executor,
+        )
         self._tracker = OffsetTracker()
-        self._board = JobBoard(config.concurrency, int(config.max_task_s * 1000))
-        self._outcomes: queue.SimpleQueue[tuple[Job, Outcome, float]] = queue.SimpleQueue()
+        self._board = JobBoard(self.concurrency, int(config.max_task_s * 1000))
         self._redeliver: list[Job] = []
-        self._backpressure = Backpressure(config.concurrency + config.buffer, config.buffer)
+        self._backpressure = Backpressure(self.concurrency + buffer, buffer)
 
         self._source = source
         self._commits = Committer(source, self._tracker, commit_interval_s)
         self._sink = sink
-        self._pool = HandlerPool(config.concurrency) if executor is None else executor
 
     # -- control -------------------------------------------------------------------------
 
@@ -146,16 +157,22 @@ class WorkerRuntime:
         """Start the executor, the sink and the source (joining the group)."""
         cfg = self._config
         log.info(
-            "worker %s: consuming %s as group %s, %d handler threads, results to %s",
+            "worker %s: consuming %s as group %s, %d %s, results to %s",
             cfg.pipeline,
             cfg.tasks_topic,
             cfg.group,
-            cfg.concurrency,
+            self.concurrency,
+            "handler threads" if self.kind == "thread" else "coroutines on one event loop",
             cfg.results_topic,
         )
-        self._pool.start()
+        self._calls.start()
         self._sink.open(self.fatal)
         self._source.open(self)
+
+    @property
+    def kind(self) -> HandlerKind:
+        """The handler's kind, decided when the runtime was built: on threads or on a loop."""
+        return self._calls.kind
 
     def turn(self) -> None:
         """One turn of the loop (see the module docs)."""
@@ -215,19 +232,8 @@ class WorkerRuntime:
         for job in expired:
             self._expire(job.task, job.token, now_ms)
         for job in started:
-            job.started_s = time.monotonic()
             log.info("started task %s (attempt %d)", job.task.task_id, job.task.attempt)
-            self._pool.submit(functools.partial(self._call_handler, job))
-
-    def _call_handler(self, job: Job) -> None:
-        """On a pool thread: run the handler, never raise, hand the outcome to the loop."""
-        outcome: Outcome
-        try:
-            outcome = checked_outcome(job.task, self._handler(job.task))
-        except BaseException as exc:  # a handler error must never kill the worker
-            log.warning("task %s: the handler raised", job.task.task_id, exc_info=True)
-            outcome = error_outcome(exc)
-        self._outcomes.put((job, outcome, time.monotonic() - job.started_s))
+            self._calls.submit(job)
 
     def _collect_outcomes(self) -> None:
         while True:
@@ -373,7 +379,7 @@ class WorkerRuntime:
             self._source.close()
         except Exception:
             log.exception("closing the task source failed")
-        self._pool.close(timeout_s=1.0)
+        self._calls.close(timeout_s=1.0)
         log.info("worker %s stopped", self._config.pipeline)
 
 

@@ -16,14 +16,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import pytest
 
-from streams.core import task_id
+from streams import testing
 from streams.handler import Task
 from streams.pipelines.prometheus_otlp import MetricsPipeline
+from streams.pipelines.prometheus_otlp_async import AsyncMetricsPipeline
+from streams.testing import HandlerRunner
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.prometheus import PrometheusServer, Sample
 
@@ -54,17 +55,16 @@ class Data:
 
 
 def make_task(start_ms: int, end_ms: int, params: dict[str, Any], attempt: int = 1) -> Task:
-    """A task as the coordinator would dispatch it for ``(start_ms, end_ms]``."""
-    return Task(
-        task_id=task_id(STREAM_ID, start_ms, attempt),
-        stream_id=STREAM_ID,
+    """A task as the coordinator would dispatch it for ``(start_ms, end_ms]`` (the test kit's
+    factory, with this module's stream and step)."""
+    return testing.make_task(
+        STREAM_ID,
+        params=params,
         start_ms=start_ms,
         end_ms=end_ms,
         step_ms=STEP_MS,
         attempt=attempt,
-        dispatched_ms=end_ms,
-        deadline_ms=end_ms + 60_000,
-        params=MappingProxyType(params),
+        timeout_ms=60_000,
     )
 
 
@@ -98,8 +98,22 @@ def receiver() -> Iterator[OtlpReceiver]:
         yield started
 
 
+def metrics_pipeline(kind: str, **options: Any) -> MetricsPipeline | HandlerRunner:
+    """The ``metrics`` pipeline (``kind`` "threads") or ``async-metrics`` ("async", through
+    the test kit's runner: one loop for every call, ``aclose`` at ``close``)."""
+    if kind == "threads":
+        return MetricsPipeline(**options)
+    return HandlerRunner(AsyncMetricsPipeline(**options))
+
+
+@pytest.fixture(params=["threads", "async"])
+def pipeline_kind(request: pytest.FixtureRequest) -> str:
+    """Each metrics test runs on both pipelines: they make the same decisions."""
+    return request.param  # type: ignore[no-any-return]
+
+
 @pytest.fixture
-def pipeline() -> Iterator[MetricsPipeline]:
-    handler = MetricsPipeline(connect_timeout_ms=1_000, read_timeout_ms=3_000)
+def pipeline(pipeline_kind: str) -> Iterator[MetricsPipeline | HandlerRunner]:
+    handler = metrics_pipeline(pipeline_kind, connect_timeout_ms=1_000, read_timeout_ms=3_000)
     yield handler
     handler.close()

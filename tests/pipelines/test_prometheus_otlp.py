@@ -1,4 +1,8 @@
-"""The metrics pipeline against a real Prometheus and an OTLP receiver that parses every payload."""
+"""The metrics pipeline against a real Prometheus and an OTLP receiver that parses every payload.
+
+Each test of a pipeline runs twice (the ``pipeline`` fixture): on the threaded ``metrics``
+pipeline (requests) and on ``async-metrics`` (aiohttp), which must decide the same.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +27,13 @@ from streams.pipelines.prometheus_otlp import (
     fill_placeholders,
 )
 from streams.worker.api import Ack, Nack
-from tests.pipelines.conftest import EMPTY_OFFSET_MS, STREAM_ID, Data, make_task
+from tests.pipelines.conftest import (
+    EMPTY_OFFSET_MS,
+    STREAM_ID,
+    Data,
+    make_task,
+    metrics_pipeline,
+)
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.prometheus import PrometheusServer
 
@@ -195,10 +205,10 @@ def test_an_unreachable_export_url_nacks_export(
 
 
 def test_a_stalled_receiver_nacks_export_within_the_read_timeout(
-    prometheus: PrometheusServer, receiver: OtlpReceiver, data: Data
+    prometheus: PrometheusServer, receiver: OtlpReceiver, data: Data, pipeline_kind: str
 ) -> None:
     receiver.stall_s = 10
-    fast = MetricsPipeline(connect_timeout_ms=500, read_timeout_ms=300)
+    fast = metrics_pipeline(pipeline_kind, connect_timeout_ms=500, read_timeout_ms=300)
     start_ms, end_ms = data.window()
     began = time.monotonic()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -181,6 +182,22 @@ class GatedHandler:
     def running(self) -> set[str]:
         with self._lock:
             return set(self.started) - set(self.returned)
+
+
+class AsyncGatedHandler(GatedHandler):
+    """A ``GatedHandler`` declared ``async``: its calls wait on the worker's event loop, not
+    on a thread, so that the same broker tests run for both kinds of handler."""
+
+    async def __call__(self, task: Task) -> Outcome:  # type: ignore[override]
+        with self._lock:
+            self.started[task.task_id] = clock_ms()
+            gate = self._gates[task.task_id]
+        deadline = time.monotonic() + 30
+        while not (gate.is_set() or self._all.is_set()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        with self._lock:
+            self.returned.append(task.task_id)
+        return self._outcome(task)
 
 
 @contextmanager

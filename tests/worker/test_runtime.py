@@ -1,4 +1,8 @@
-"""The worker runtime against the real broker: results, commits, skips, heartbeats, shutdown."""
+"""The worker runtime against the real broker: results, commits, skips, heartbeats, shutdown.
+
+The tests of a gated handler run twice (the ``gated`` fixture): with a sync handler on threads
+and with an ``async`` one on the event loop.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +20,18 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streams.dev.broker import free_port
+from streams.handler import AnyHandler
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines.synthetic import SyntheticPipeline
 from streams.topics import TopicSpec
-from streams.worker.api import HANDLER_ERROR, SHUTDOWN, Handler, Task
+from streams.worker.api import HANDLER_ERROR, SHUTDOWN, Task
 from streams.worker.config import WorkerConfig
 from streams.worker.runner import kafka_runtime
 from streams.worker.runtime import WorkerRuntime
 from tests.worker.kafka_helpers import (
     PARTITIONS,
+    AsyncGatedHandler,
     GatedHandler,
     ResultReader,
     committed,
@@ -56,7 +62,7 @@ class World:
         self.group = f"{self.prefix}-workers-test"
 
     def runtime(
-        self, handler: Handler, registry: CollectorRegistry | None = None, **config: Any
+        self, handler: AnyHandler, registry: CollectorRegistry | None = None, **config: Any
     ) -> WorkerRuntime:
         """A worker of the test group; metrics in ``registry``, else in ``self.registry``."""
         cfg = WorkerConfig("test", topic_prefix=self.prefix, **config)
@@ -85,6 +91,12 @@ class World:
     def in_flight(self) -> float:
         value = self.registry.get_sample_value("tidemark_worker_in_flight", {"pipeline": "test"})
         return value or 0.0
+
+
+@pytest.fixture(params=[GatedHandler, AsyncGatedHandler], ids=["thread", "coroutine"])
+def gated(request: pytest.FixtureRequest) -> type[GatedHandler]:
+    """The kind of gated handler: a sync one, or the same declared ``async``."""
+    return request.param  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -152,8 +164,10 @@ def test_expired_and_undecodable_tasks_are_skipped_counted_and_committed(world: 
     assert [v["end_ms"] for v in world.results.values()] == [valid.end_ms]
 
 
-def test_an_early_task_waits_for_its_end_ms_without_holding_up_others(world: World) -> None:
-    handler = GatedHandler()
+def test_an_early_task_waits_for_its_end_ms_without_holding_up_others(
+    world: World, gated: type[GatedHandler]
+) -> None:
+    handler = gated()
     handler.open_all()
 
     with running(world.runtime(handler, concurrency=1), handler):
@@ -168,8 +182,10 @@ def test_an_early_task_waits_for_its_end_ms_without_holding_up_others(world: Wor
     assert handler.returned[-2:] == [on_time.task_id, early.task_id]
 
 
-def test_a_running_handler_sends_heartbeats_every_third_of_the_timeout(world: World) -> None:
-    handler = GatedHandler()
+def test_a_running_handler_sends_heartbeats_every_third_of_the_timeout(
+    world: World, gated: type[GatedHandler]
+) -> None:
+    handler = gated()
 
     with running(world.runtime(handler), handler):
         world.join_group(handler)
@@ -190,8 +206,10 @@ def test_a_running_handler_sends_heartbeats_every_third_of_the_timeout(world: Wo
     assert outcomes[-1] == "ack" and set(outcomes[:-1]) == {"heartbeat"}
 
 
-def test_shutdown_nacks_unfinished_work_and_commits_past_it(world: World) -> None:
-    handler = GatedHandler()
+def test_shutdown_nacks_unfinished_work_and_commits_past_it(
+    world: World, gated: type[GatedHandler]
+) -> None:
+    handler = gated()
     stuck = make_task("stream-f", 1)
     quick = make_task("stream-f", 2)
     queued = make_task("stream-f", 3)
@@ -220,9 +238,9 @@ def test_shutdown_nacks_unfinished_work_and_commits_past_it(world: World) -> Non
     assert world.count("ack") == 1
 
 
-def test_commits_never_pass_a_running_task(world: World) -> None:
+def test_commits_never_pass_a_running_task(world: World, gated: type[GatedHandler]) -> None:
     """Four tasks on one partition, finished out of order: the commit waits for the first."""
-    handler = GatedHandler()
+    handler = gated()
     tasks = [make_task("stream-g", i) for i in range(4)]
     placed = world.send(*tasks)
     partition = placed[0][0]
@@ -244,8 +262,8 @@ def test_commits_never_pass_a_running_task(world: World) -> None:
     assert world.committed() == {partition: offsets[3] + 1}
 
 
-def test_backpressure_bounds_the_tasks_taken(world: World) -> None:
-    handler = GatedHandler()
+def test_backpressure_bounds_the_tasks_taken(world: World, gated: type[GatedHandler]) -> None:
+    handler = gated()
     tasks = [make_task("stream-h", i) for i in range(8)]
     world.send(*tasks)
 
@@ -265,11 +283,13 @@ def test_backpressure_bounds_the_tasks_taken(world: World) -> None:
     assert world.count("ack") == 8
 
 
-def test_a_rebalance_moves_running_work_without_losing_a_task(world: World) -> None:
+def test_a_rebalance_moves_running_work_without_losing_a_task(
+    world: World, gated: type[GatedHandler]
+) -> None:
     """A second worker joins while the first runs a task on every partition: the moved tasks
     run again on the newcomer, the first worker's late results are still produced, and in
     the end every partition is committed past its tasks."""
-    first_handler, second_handler = GatedHandler(), GatedHandler()
+    first_handler, second_handler = gated(), gated()
     second_handler.open_all()
     tasks = [make_task(f"stream-r{i}") for i in range(9)]
     placed = world.send(*tasks)
