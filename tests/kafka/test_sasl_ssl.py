@@ -147,9 +147,12 @@ def test_coordinator_worker_cli_and_status_page_over_sasl_ssl(
             ["worker", "--pipeline", "synthetic", "--prefix", prefix, "--grace-s", "2",
              "--metrics-port", str(metrics_port)], env, tmp_path / "worker.log"))  # fmt: skip
         tail = Tail(secure.settings, prefix, ["tasks", "results", "commits"], f"t-{prefix}")
+        # 120 s: the first acked commit took more than 60 s once, on a machine at load 30 (two
+        # other sessions running valgrind and brokers beside the suite); alone, the module
+        # passes in 40 s.
         commit = tail.wait_for("a commit of an acked window of s1", lambda: [
             c for c in tail.values("commits", "s1")
-            if any(w["reason"] == "ack" for w in c["windows"])], 60)[0]  # fmt: skip
+            if any(w["reason"] == "ack" for w in c["windows"])], 120)[0]  # fmt: skip
         assert commit["downstream_ms"] > commit["previous_ms"]
         assert tail.values("tasks", "s1"), "the window was committed without a task"
         assert any(r["outcome"] == "ack" for r in tail.values("results", "s1"))
