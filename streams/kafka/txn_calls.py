@@ -29,6 +29,9 @@ CALL_SLICE_S = 1.0
 _FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
+_SLICE_TIMEOUTS = frozenset({KafkaError._TIMED_OUT, KafkaError._TIMED_OUT_QUEUE})
+
+
 def classify(exc: KafkaException, what: str) -> TidemarkError:
     err: KafkaError = exc.args[0]
     if err.code() in _FENCED_CODES:
@@ -58,7 +61,9 @@ def retrying(
             err: KafkaError = exc.args[0]
             # A slice that timed out is retried whatever its flags say (the transactional calls
             # flag it retriable; a consumer's committed() does not, and is safe to ask again).
-            timed_out = err.code() == KafkaError._TIMED_OUT
+            # "Timed out in queue" is the same slice ending while its request still waited behind
+            # another to the group coordinator (seen under KIP-848 while a member joins).
+            timed_out = err.code() in _SLICE_TIMEOUTS
             if (err.retriable() or timed_out) and time.monotonic() < deadline_s:
                 if not timed_out:
                     log.warning("%s: %s; retrying", what, err.str())
