@@ -90,6 +90,12 @@ class Topics:
         return f"{self.prefix}.health"
 
     @property
+    def pipelines(self) -> str:
+        """The pipeline registry: each live worker's announcement of the pipeline it serves, a
+        tombstone once it stops cleanly (streams.registry)."""
+        return f"{self.prefix}.pipelines"
+
+    @property
     def app_id(self) -> str:
         """The Faust app id, which is also the coordinators' consumer group."""
         return f"{self.prefix}-coordinator"
@@ -142,6 +148,8 @@ class Topics:
         # Read whole by every coordinator, like a global table: one partition, one entry per
         # partition of the streams (streams.coordinator.health).
         specs.append(spec(self.health, 1, COMPACTED))
+        # The registry too: a handful of entries (one per worker), read whole by the CLI.
+        specs.append(spec(self.pipelines, 1, COMPACTED))
         specs.append(spec(self.changelog, partitions, COMPACTED))
         specs.append(spec(self.replays_changelog, partitions, COMPACTED))
         # A stream's state can outgrow Kafka's default 1 MiB at the bounds streams.core allows
