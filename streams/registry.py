@@ -119,3 +119,29 @@ def check_stream_params(
     for schema in info.schemas():
         check_params(schema, params)
     return ParamsCheck(True, warnings)
+
+
+def pipeline_doc(
+    info: PipelineInfo, tasks_topic: str, lag: int | None, now_ms: int
+) -> dict[str, Any]:
+    """One pipeline as `tidemark pipelines list --output json` and the status page show it;
+    `lag` is its workers' consumer lag on `tasks_topic` (None: not known)."""
+    return {
+        "pipeline": info.name,
+        "tasks_topic": tasks_topic,
+        "live_workers": [
+            {
+                "worker": e.worker,
+                "handler": e.handler,
+                "version": e.version,
+                "group": e.group,
+                "age_ms": max(0, now_ms - e.published_ms),
+            }
+            for e in info.live
+        ],
+        "versions": info.versions,
+        "groups": info.groups,
+        "params_schema": bool(info.declares_params),
+        "lag": lag,
+        "streams": list(info.streams),
+    }
