@@ -98,3 +98,30 @@ def test_the_in_process_worker_hands_typed_params() -> None:
     assert [r["outcome"] for r in worker.results()] == ["ack"]
     assert handler.seen == [Params(path="/y")]
     worker.stop()
+
+
+def test_the_metrics_pipelines_announce_a_schema_that_names_a_bad_metric() -> None:
+    from streams.params_schema import check_params
+    from streams.pipelines.prometheus_otlp import MetricsPipeline
+    from streams.pipelines.prometheus_otlp_async import AsyncMetricsPipeline
+
+    good = {
+        "source_url": "http://prom:9090",
+        "export_url": "http://otel:4318/v1/metrics",
+        "metrics": [{"name": "up", "query": "up{cluster='{cluster_id}'}"}],
+        "cluster_id": "c1",  # a placeholder's value: extra params are allowed
+    }
+    pipeline = MetricsPipeline()
+    schema = params_schema(pipeline)
+    assert schema is not None and schema == params_schema(AsyncMetricsPipeline())
+    check_params(schema, good)
+    with pytest.raises(InvalidInput) as refused:
+        check_params(schema, {**good, "metrics": [{"name": "up", "qeury": "up"}]})
+    assert refused.value.field == "params.metrics[0].query"
+    with pytest.raises(InvalidInput) as labels:
+        check_params(schema, {**good, "labels": {"env": 1}})
+    assert labels.value.field == "params.labels.env"
+    # The worker's decode of the same params: a typed handler gets the model.
+    outcome = run_handler(pipeline, make_task(params={**good, "metrics": []}))
+    assert_nack(outcome, kind="bad_params", message="params.metrics:")
+    pipeline.close()
