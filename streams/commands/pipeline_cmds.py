@@ -7,6 +7,7 @@ command says so.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import typer
@@ -26,7 +27,7 @@ from streams.commands.common import (
 from streams.core.config import DEFAULT_PIPELINE
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import partition_counts
-from streams.kafka.lag import consumer_lag
+from streams.kafka.registry import pipeline_lags
 from streams.readmodel import ReadModel
 from streams.registry import PipelineInfo, check_stream_params, pipeline_doc, pipelines
 
@@ -114,32 +115,14 @@ def pipelines_table(docs: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _lags(env: CliEnv, infos: Any) -> dict[str, int]:
-    """Each pipeline's lag: its workers' groups' lag on its tasks topic, summed over partitions
-    (left out when the cluster does not answer: the list is still worth showing)."""
-    wanted = {
-        (group, env.topics.tasks_for(info.name)): info.name
-        for info in infos
-        for group in info.groups
-    }
-    if not wanted:
-        return {}
+def _lags(env: CliEnv, infos: Iterable[PipelineInfo]) -> dict[str, int]:
+    """Each pipeline's lag; left out, with a warning, when the cluster does not answer (the
+    list is still worth showing)."""
     try:
-        rows = consumer_lag(
-            env.settings,
-            tuple(sorted({group for group, _ in wanted})),
-            timeout_s=env.connect_timeout_s,
-            topics=sorted({topic for _, topic in wanted}),
-        )
+        return pipeline_lags(env.settings, env.topics, infos, env.connect_timeout_s)
     except BrokerUnavailable as exc:
         console(stderr=True).print(f"warning: consumer lag unknown: {exc}")
         return {}
-    lags: dict[str, int] = {}
-    for row in rows:
-        name = wanted.get((row.group, row.topic))
-        if name is not None:
-            lags[name] = lags.get(name, 0) + row.lag
-    return lags
 
 
 __all__ = ["PipelineInfo", "app", "check_registered_params", "list_", "read_registry"]
