@@ -129,7 +129,6 @@ def test_pipelines_list_shows_live_workers_versions_lag_and_streams(
     cli: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = registry(("w1", 59_000), ("w0", 1_000))
-    model._short["tm.streams"] = "streams"
     cli.registry = model
     monkeypatch.setattr(pipeline_cmds, "_lags", lambda env, infos: {"logs": 7})
     doc = json.loads(cli("pipelines", "list", "--output", "json").stdout)
