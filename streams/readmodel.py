@@ -12,6 +12,7 @@ transaction of the change it shows.
 | streams  | a view replaces the stream's; a tombstone (a delete) removes it, and a       |
 |          | re-created stream's first view (a new incarnation) starts it afresh          |
 | bypassed | the listed windows by their key's stream and window; a None value unlists   |
+| pipelines| (asked for by name) the registry's entries by key; a tombstone removes one   |
 
 Each topic is keyed by stream (a window's key starts with its stream), so a key's records come
 in the order they were written and every rule is per key: the topics may be read side by side.
@@ -31,7 +32,7 @@ from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import TopicReader, TopicRecord
 from streams.readview import BypassView, ReadView
 from streams.topics import Topics
-from streams.wire import Bypassed, decode_bypassed, decode_view
+from streams.wire import Bypassed, PipelineMessage, decode_bypassed, decode_pipeline, decode_view
 
 TOPICS = ("streams", "bypassed")
 
@@ -62,6 +63,7 @@ class ReadModel:
         self._views: dict[str, PublishedView] = {}
         self._bypassed: dict[tuple[str, int], BypassView] = {}  # by (stream_id, start_ms)
         self._bypass_counts: Counter[str] = Counter()
+        self._pipelines: dict[bytes, PipelineMessage] = {}  # the registry's entries, by key
         self._reader = TopicReader(settings, self._short, "tidemark-readmodel")
         # The streams changed since the last changes(); None until someone asks (the CLI never).
         self._changed: set[str] | None = None
@@ -87,6 +89,12 @@ class ReadModel:
                     self._views[stream_id] = view
             elif topic == "bypassed":
                 self._on_bypass(decode_bypassed(key, value))
+            elif topic == "pipelines" and key is not None:
+                entry = decode_pipeline(key, value)
+                if entry is None:
+                    self._pipelines.pop(key, None)
+                else:
+                    self._pipelines[key] = entry
         except InvalidInput:
             return  # what the coordinator never writes changes no view
 
@@ -169,6 +177,12 @@ class ReadModel:
                 return []
             views = [b for b in self._bypassed.values() if b.stream_id == stream_id]
         return sorted(views, key=lambda b: b.start_ms)
+
+    def pipeline_entries(self) -> list[PipelineMessage]:
+        """The registry's entries (streams.registry decides which are live), if `pipelines`
+        was read."""
+        with self._lock:
+            return list(self._pipelines.values())
 
     def _view(self, view: PublishedView) -> ReadView:
         return ReadView.of(view, self._bypass_counts[view.stream_id])  # fresh: safe to change

@@ -90,6 +90,12 @@ class Topics:
         return f"{self.prefix}.health"
 
     @property
+    def pipelines(self) -> str:
+        """The pipeline registry: each live worker's announcement of the pipeline it serves, a
+        tombstone once it stops cleanly (streams.registry)."""
+        return f"{self.prefix}.pipelines"
+
+    @property
     def app_id(self) -> str:
         """The Faust app id, which is also the coordinators' consumer group."""
         return f"{self.prefix}-coordinator"
@@ -142,6 +148,7 @@ class Topics:
         # Read whole by every coordinator, like a global table: one partition, one entry per
         # partition of the streams (streams.coordinator.health).
         specs.append(spec(self.health, 1, COMPACTED))
+        specs.append(self.pipelines_spec(replication, min_insync))
         specs.append(spec(self.changelog, partitions, COMPACTED))
         specs.append(spec(self.replays_changelog, partitions, COMPACTED))
         # A stream's state can outgrow Kafka's default 1 MiB at the bounds streams.core allows
@@ -150,6 +157,14 @@ class Topics:
         big = {**COMPACTED, "max.message.bytes": str(MAX_STATE_BYTES)}
         specs.append(spec(self.eos_changelog, partitions, big))
         return specs
+
+    def pipelines_spec(
+        self, replication: int | None = None, min_insync: int | None = None
+    ) -> TopicSpec:
+        """The registry's topic: compacted, one partition (a handful of entries, one per live
+        worker, read whole by the CLI and the status page); a worker makes it if it is missing."""
+        isr = {} if min_insync is None else {"min.insync.replicas": str(min_insync)}
+        return TopicSpec(self.pipelines, 1, replication, {**COMPACTED, **isr})
 
     def tasks_specs(
         self,

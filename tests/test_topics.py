@@ -16,8 +16,10 @@ def test_specs_name_every_topic_with_its_partitions_and_policy() -> None:
         "tm.control", "tm.results", "tm.ticks", "tm.tasks", "tm.commits", "tm.rejected",
         "tm.bypassed", "tm.streams", "tm-coordinator-streams-changelog",
         "tm-coordinator-replays-changelog", "tm-coordinator-eos-changelog", "tm.health",
+        "tm.pipelines",
     }  # fmt: skip
     assert specs.pop("tm.health").partitions == 1  # read whole by every coordinator
+    assert specs.pop("tm.pipelines").partitions == 1  # the registry, read whole by the CLI
     assert {s.partitions for s in specs.values()} == {6}
     # requests only: readers take configs from the compacted views on tm.streams
     assert specs["tm.control"].config == {"retention.ms": str(7 * 86_400_000)}

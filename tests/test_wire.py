@@ -525,7 +525,8 @@ def test_there_is_one_schema_file_per_topic() -> None:
     files = {path.name for path in SCHEMA_DIR.glob("*.schema.json")}
     assert files == {f"{topic}.schema.json" for topic in SCHEMAS}
     assert set(SCHEMAS) == {
-        "control", "results", "tasks", "commits", "bypassed", "streams", "rejected", "health"
+        "control", "results", "tasks", "commits", "bypassed", "streams", "rejected", "health",
+        "pipelines",
     }  # fmt: skip
 
 

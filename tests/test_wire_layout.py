@@ -21,6 +21,7 @@ CODECS = {
     "streams": ("views", "encode_view", "decode_view"),
     "rejected": ("rejected", "rejected_value", "decode_rejected"),
     "health": ("health", "encode_health", "decode_health"),
+    "pipelines": ("pipelines", "encode_pipeline", "decode_pipeline"),
 }
 MAX_LINES = 400
 

@@ -19,6 +19,7 @@ from streams.commands.common import (
     print_json,
 )
 from streams.commands.flags import ConfigFlags, validated
+from streams.commands.pipeline_cmds import check_registered_params
 from streams.commands.views import by_lag, print_stream, stream_doc, streams_table
 from streams.commands.views import bypass_doc as bypass_json
 from streams.core import Control, Delete, Pause, Resume, Upsert, config_from_dict
@@ -133,7 +134,10 @@ def create(
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
 ) -> None:
-    """Create a stream: its windows are dispatched from --start on."""
+    """Create a stream: its windows are dispatched from --start on.
+
+    Its params are checked against the schema its pipeline's workers announced, if any.
+    """
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     flags = ConfigFlags(
         start, window, step, delay, timeout, bypass_after, retry, max_attempts,
@@ -146,6 +150,7 @@ def create(
         raise TidemarkError(
             f"stream {stream!r} already exists; change it with `tidemark streams update`"
         )
+    check_registered_params(env, config)
     _ensure_tasks_topic(env, config)
     _upsert(env, config, "created")
 
@@ -189,6 +194,7 @@ def update(
     flags.changes(now_ms())  # bad input is reported before anything talks to Kafka
     current = _existing(env, stream)
     config = validated(flags.merge(current.config, now_ms()))
+    check_registered_params(env, config)
     _ensure_tasks_topic(env, config)
     _upsert(env, config, "updated")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -22,12 +22,15 @@ from streams.outages import SourceOutage
 log = logging.getLogger(__name__)
 
 STALE_AFTER_MS = 10_000
+# (now_ms, each stream's pipeline) -> each pipeline's doc (streams.dashboard.pipelines)
+Pipelines = Callable[[int, Callable[[], Mapping[str, str]]], list[dict[str, Any]]]
 
 
 class Refresher:
     """The read model's one refreshing thread and the snapshots it publishes.
 
-    `model` and `outages` (the sources in outage at a time) may be set after construction,
+    `model`, `outages` (the sources in outage at a time) and `pipelines` (the registry's
+    pipelines, streams.dashboard.pipelines) may be set after construction,
     before the thread starts; `refresh_once` does nothing without a model.
     """
 
@@ -37,11 +40,13 @@ class Refresher:
         interval_s: float,
         model: ReadModelSource | None = None,
         outages: Callable[[int], list[SourceOutage]] | None = None,
+        pipelines: Pipelines | None = None,
     ) -> None:
         self.clock = clock
         self.interval_s = interval_s
         self.model = model
         self.outages = outages
+        self.pipelines = pipelines
         self._table = StreamTable()  # shared by every snapshot; changed in place, locked
         self._snapshot = Snapshot(self._table)
         self._lock = threading.Lock()
@@ -73,6 +78,9 @@ class Refresher:
             if self.outages is not None:
                 outages = tuple(self.outages(fresh.refreshed_ms or self.clock()))
                 fresh = dataclasses.replace(fresh, outages=outages)
+            if self.pipelines is not None:
+                docs = self.pipelines(fresh.refreshed_ms or self.clock(), self._table.pipelines)
+                fresh = dataclasses.replace(fresh, pipelines=tuple(docs))
         except Exception as exc:  # the page must keep serving the last good data
             error = f"{type(exc).__name__}: {exc}"[:500]
             if error != self.snapshot().refresh_error:  # log a lasting failure once

@@ -17,7 +17,8 @@ from typing import Any
 from streams.clock import now_ms
 from streams.dashboard import timeline
 from streams.dashboard.httpd import DashboardHTTPServer
-from streams.dashboard.refresher import Refresher
+from streams.dashboard.pipelines import PipelinesReader
+from streams.dashboard.refresher import Pipelines, Refresher
 from streams.dashboard.state import ReadModelSource, Snapshot
 from streams.kafka.settings import KafkaSettings
 from streams.outages import HealthReader, SourceOutage
@@ -46,6 +47,7 @@ class DashboardServer:
         clock: Callable[[], int] = now_ms,
         outages: Callable[[int], list[SourceOutage]] | None = None,
         commits: timeline.CommitHistory | None = None,
+        pipelines: Pipelines | None = None,
     ) -> None:
         self.settings = settings or KafkaSettings()
         self.prefix = prefix
@@ -53,8 +55,10 @@ class DashboardServer:
         self.port = port
         self.clock = clock
         # outages: the sources in outage at a time; None: read from `health` once started
-        self._refresher = Refresher(clock, refresh_interval_s, model, outages)
+        # pipelines: the registry's pipelines; None: read from `pipelines` once started
+        self._refresher = Refresher(clock, refresh_interval_s, model, outages, pipelines)
         self._health: HealthReader | None = None
+        self._pipelines: PipelinesReader | None = None
         self._commits = commits  # the timeline's reads of `commits`; None: read from the topic
         self._stopping = threading.Event()
         self._httpd: DashboardHTTPServer | None = None
@@ -91,6 +95,9 @@ class DashboardServer:
                 if refresher.outages is None:
                     self._health = HealthReader(self.settings, Topics(self.prefix).health)
                     refresher.outages = self._health.outages
+                if refresher.pipelines is None:
+                    self._pipelines = PipelinesReader(self.settings, Topics(self.prefix))
+                    refresher.pipelines = self._pipelines.docs
                 if self._commits is None:
                     from streams.dashboard.history import KafkaCommitHistory
 
@@ -128,10 +135,12 @@ class DashboardServer:
         if self._refresher.model is not None:
             self._refresher.model.close()
             self._refresher.model = None
-        for reader in (self._health, self._commits):
+        if self._pipelines is not None:  # ours: a restart makes a new one
+            self._refresher.pipelines = None
+        for reader in (self._health, self._commits, self._pipelines):
             if reader is not None:
                 reader.close()
-        self._health = self._commits = None
+        self._health = self._commits = self._pipelines = None
 
     def __enter__(self) -> DashboardServer:
         return self.start()

@@ -77,6 +77,8 @@ class Snapshot:
     refresh_error: str | None = None
     outages: tuple[SourceOutage, ...] = ()  # sources in outage (streams.outages): the banner
     caught_up: bool = True  # whether the read model had read every topic to its end
+    # Each pipeline as `tidemark pipelines list` shows it (streams.registry.pipeline_doc).
+    pipelines: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(
@@ -114,4 +116,5 @@ def state_document(snapshot: Snapshot, now_ms: int) -> dict[str, Any]:
         "streams": [row.to_json(now_ms) for row in page.rows],
         "bypasses": [bypass_json(view) for view in snapshot.bypasses],
         "outages": [{**o.to_json(), "line": o.line(now_ms)} for o in snapshot.outages],
+        "pipelines": list(snapshot.pipelines),
     }

@@ -144,6 +144,11 @@ class StreamTable:
             self._rows, self._orders = fresh._rows, orders
             self._searches.clear()
 
+    def pipelines(self) -> dict[str, str]:
+        """Each stream's pipeline (O(streams): the status page asks every few seconds)."""
+        with self._lock:
+            return {stream_id: row.pipeline for stream_id, row in self._rows.items()}
+
     def counts(self, now_ms: int) -> dict[str, int]:
         """Streams per state at `now_ms`, over every row."""
         with self._lock:

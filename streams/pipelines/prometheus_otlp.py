@@ -31,6 +31,8 @@ from prometheus_client import Counter
 
 from streams.errors import InvalidInput
 from streams.handler import BAD_PARAMS, CORE_METRIC, EXPORT, NO_DATA, Ack, Nack, Outcome, Task
+from streams.params import decode_params
+from streams.pipelines.metrics_params import MetricsParamsModel
 from streams.pipelines.otlp import STREAM_ID_ATTRIBUTE, MetricSpec, Series, encode_otlp_json
 
 __all__ = ["STREAM_ID_ATTRIBUTE", "MetricSpec", "MetricsPipeline", "Series", "encode_otlp_json"]
@@ -64,24 +66,23 @@ class MetricsParams:
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> MetricsParams:
         """Validate ``params``; raises ``InvalidInput`` naming the first bad field."""
-        raw_metrics = params.get("metrics")
-        if not isinstance(raw_metrics, list) or not raw_metrics:
-            raise InvalidInput("params.metrics", "must be a non-empty list")
-        metrics = tuple(_metric_spec(i, raw, params) for i, raw in enumerate(raw_metrics))
+        return cls.from_model(decode_params(MetricsParamsModel, params), params)
+
+    @classmethod
+    def from_model(cls, model: MetricsParamsModel, params: Mapping[str, Any]) -> MetricsParams:
+        """The params decoded (by the worker, once per task) made ready: placeholders filled
+        from ``params``, names unique, labels strings; InvalidInput naming the field."""
+        metrics = tuple(
+            MetricSpec(m.name, fill_placeholders(m.query, params, f"params.metrics[{i}].query"),
+                       m.core)
+            for i, m in enumerate(model.metrics)
+        )  # fmt: skip
         names = [m.name for m in metrics]
         if len(set(names)) != len(names):
             raise InvalidInput("params.metrics", "metric names must be unique")
-        labels = params.get("labels", {})
-        if not isinstance(labels, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
-        ):
+        if not all(isinstance(v, str) for v in model.labels.values()):
             raise InvalidInput("params.labels", "must be an object of strings")
-        return cls(
-            source_url=_http_url(params, "source_url"),
-            export_url=_http_url(params, "export_url"),
-            metrics=metrics,
-            labels=dict(labels),
-        )
+        return cls(model.source_url, model.export_url, metrics, dict(model.labels))
 
 
 class MetricsPipeline:
@@ -110,9 +111,11 @@ class MetricsPipeline:
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
 
-    def __call__(self, task: Task) -> Outcome:
+    params_model = MetricsParamsModel  # the worker decodes it and calls self(task, model)
+
+    def __call__(self, task: Task, model: MetricsParamsModel | None = None) -> Outcome:
         try:
-            params = MetricsParams.from_params(task.params)
+            params = params_for(task, model)
         except InvalidInput as exc:
             return Nack(BAD_PARAMS, str(exc))
 
@@ -253,6 +256,14 @@ def timeout_text(connect_s: float, read_s: float) -> str:
     return f"connect {connect_s:g} s, read {read_s:g} s"
 
 
+def params_for(task: Task, model: MetricsParamsModel | None) -> MetricsParams:
+    """A task's params from the worker's decoded ``model``, or decoded here when the pipeline
+    is called without one (a test calling it directly)."""
+    if model is None:
+        return MetricsParams.from_params(task.params)
+    return MetricsParams.from_model(model, task.params)
+
+
 def fill_placeholders(query: str, params: Mapping[str, Any], field: str) -> str:
     """Replace each ``{name}`` in ``query`` by ``params[name]``.
 
@@ -270,27 +281,6 @@ def fill_placeholders(query: str, params: Mapping[str, Any], field: str) -> str:
         return str(value)
 
     return _PLACEHOLDER.sub(value_of, query)
-
-
-def _metric_spec(index: int, raw: Any, params: Mapping[str, Any]) -> MetricSpec:
-    where = f"params.metrics[{index}]"
-    if not isinstance(raw, Mapping):
-        raise InvalidInput(where, "must be an object")
-    name, query, core = raw.get("name"), raw.get("query"), raw.get("core", False)
-    if not isinstance(name, str) or not name:
-        raise InvalidInput(f"{where}.name", "must be a non-empty string")
-    if not isinstance(query, str) or not query:
-        raise InvalidInput(f"{where}.query", "must be a non-empty string")
-    if not isinstance(core, bool):
-        raise InvalidInput(f"{where}.core", "must be a boolean")
-    return MetricSpec(name, fill_placeholders(query, params, f"{where}.query"), core)
-
-
-def _http_url(params: Mapping[str, Any], name: str) -> str:
-    value = params.get(name)
-    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-        raise InvalidInput(f"params.{name}", "must be an http:// or https:// URL")
-    return value
 
 
 def _parse_matrix(data: Any, start_ms: int, end_ms: int) -> list[Series]:

@@ -20,15 +20,16 @@ import aiohttp
 
 from streams.errors import InvalidInput
 from streams.handler import BAD_PARAMS, EXPORT, Ack, Nack, Outcome, Task
+from streams.pipelines.metrics_params import MetricsParamsModel
 from streams.pipelines.otlp import MetricSpec, Series
 from streams.pipelines.prometheus_otlp import (
     EXPORT_HEADERS,
     Failed,
-    MetricsParams,
     check_export,
     export_body,
     in_query_order,
     metric_failed,
+    params_for,
     positive_ms,
     query_form,
     query_series,
@@ -57,9 +58,11 @@ class AsyncMetricsPipeline:
         self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
 
-    async def __call__(self, task: Task) -> Outcome:
+    params_model = MetricsParamsModel  # the worker decodes it and calls self(task, model)
+
+    async def __call__(self, task: Task, model: MetricsParamsModel | None = None) -> Outcome:
         try:
-            params = MetricsParams.from_params(task.params)
+            params = params_for(task, model)
         except InvalidInput as exc:
             return Nack(BAD_PARAMS, str(exc))
 

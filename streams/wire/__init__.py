@@ -14,6 +14,7 @@ has a module of its own, named for it (`streams.wire.control`, ...; the `streams
 | streams  | `stream_key(stream_id)`          | `encode_view`     | `decode_view(key, raw)`     |
 | rejected | the input's raw key              | `rejected_value`  | `decode_rejected`           |
 | health   | `health_key(partition)`          | `encode_health`   | `decode_health(key, raw)`   |
+| pipelines| `pipeline_key(route, worker)`    | `encode_pipeline` | `decode_pipeline(key, raw)` |
 
 `base` holds what they share (bounded field types, `stream_key`, errors as InvalidInput) and
 `config` a stream's config as upserts and views carry it (its defaults and bounds read from
@@ -67,6 +68,12 @@ from streams.wire.health import (
     encode_health,
     health_key,
 )
+from streams.wire.pipelines import (
+    PipelineMessage,
+    decode_pipeline,
+    encode_pipeline,
+    pipeline_key,
+)
 from streams.wire.rejected import MAX_RAW_BYTES, RejectedMessage, decode_rejected, rejected_value
 from streams.wire.results import (
     AckResult,
@@ -104,6 +111,7 @@ __all__ = [
     "Incarnation",
     "Ms",
     "NackResult",
+    "PipelineMessage",
     "RejectedMessage",
     "ReplayControl",
     "ResultModel",
@@ -124,6 +132,7 @@ __all__ = [
     "decode_commit",
     "decode_control",
     "decode_health",
+    "decode_pipeline",
     "decode_rejected",
     "decode_result",
     "decode_task",
@@ -132,11 +141,13 @@ __all__ = [
     "encode_commit",
     "encode_control",
     "encode_health",
+    "encode_pipeline",
     "encode_result",
     "encode_task",
     "encode_view",
     "health_key",
     "json_schema",
+    "pipeline_key",
     "rejected_value",
     "stream_key",
     "write_schemas",

@@ -13,6 +13,7 @@ from streams.wire.bypassed import BypassedMessage
 from streams.wire.commits import CommitMessage
 from streams.wire.control import CONTROL_ADAPTER
 from streams.wire.health import HealthMessage
+from streams.wire.pipelines import PipelineMessage
 from streams.wire.rejected import RejectedMessage
 from streams.wire.results import RESULT_ADAPTER
 from streams.wire.tasks import TaskMessage
@@ -27,6 +28,7 @@ SCHEMAS: dict[str, Any] = {
     "streams": ViewMessage,
     "rejected": RejectedMessage,
     "health": HealthMessage,
+    "pipelines": PipelineMessage,
 }
 # The repository's schemas/ folder, the default target of `python -m streams.wire`.
 SCHEMA_DIR = Path(__file__).parents[2] / "schemas"

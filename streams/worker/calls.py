@@ -32,6 +32,7 @@ from streams.handler import (
     Outcome,
 )
 from streams.handler import handler_kind as kind_of
+from streams.params import with_typed_params
 from streams.worker.aio import LoopExecutor
 from streams.worker.jobs import Job
 from streams.worker.pool import HandlerPool
@@ -60,6 +61,7 @@ class HandlerCalls:
         executor: HandlerExecutor | None = None,
         coroutine_executor: CoroutineExecutor | None = None,
     ) -> None:
+        handler = with_typed_params(handler)  # a params model: decoded here, once per task
         self.kind = kind_of(handler)
         self._outcomes = outcomes
         self._max_task_s = max_task_s

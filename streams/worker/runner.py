@@ -1,7 +1,8 @@
 """``run_worker``: one worker process from start to exit, around a ``WorkerRuntime``.
 
 It builds the pipeline's handler, waits for the broker (retrying with backoff and saying so,
-never hanging silently), serves ``/metrics`` and ``/health`` if asked, turns SIGTERM and
+never hanging silently), announces its pipeline in the registry while it runs
+(streams.worker.registry), serves ``/metrics`` and ``/health`` if asked, turns SIGTERM and
 SIGINT into a graceful ``stop()`` (a second signal exits at once), runs the loop and returns
 an exit code.
 
@@ -34,11 +35,13 @@ from streams.handler import AnyHandler
 from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.pipelines import ensure_tasks_topic
 from streams.kafka.reachability import BrokerWatch
+from streams.kafka.registry import KafkaRegistryPublisher, ensure_registry_topic
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.worker_io import KafkaResultSink, KafkaTaskSource
 from streams.pipelines import build_pipeline
 from streams.topics import Topics
 from streams.worker.config import WorkerConfig
+from streams.worker.registry import Announcement, RegistryAnnouncer
 from streams.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("streams.worker")
@@ -86,7 +89,15 @@ def run_worker(
             runtime = kafka_runtime(settings, handler, config, registry=registry, brokers=brokers)
             if stopping.is_set():  # a signal came while the runtime was being built
                 runtime.stop()
-            runtime.run()
+            announcer = RegistryAnnouncer(
+                Announcement.of(config, handler),
+                KafkaRegistryPublisher(settings, Topics(config.topic_prefix)),
+            )
+            announcer.start()
+            try:
+                runtime.run()
+            finally:  # a failed worker's entry goes stale: it did not stop cleanly
+                announcer.stop(clean=not runtime.failed)
             return 1 if runtime.failed else 0
     finally:
         close = getattr(handler, "close", None)  # e.g. the metrics pipeline's HTTP pool
@@ -153,6 +164,10 @@ def _check_topics(settings: KafkaSettings, config: WorkerConfig) -> None:
             ensure_tasks_topic(settings, Topics(config.topic_prefix), config.route)
         except BrokerUnavailable as exc:  # e.g. no right to create topics: someone else will
             log.warning("could not make %s: %s", config.tasks_topic, exc)
+    try:  # the registry, on a deployment older than it
+        ensure_registry_topic(settings, Topics(config.topic_prefix))
+    except BrokerUnavailable as exc:
+        log.warning("could not make the pipelines registry topic: %s", exc)
     topics = [config.tasks_topic, config.results_topic]
     try:
         found = partition_counts(settings, topics)

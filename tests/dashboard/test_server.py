@@ -102,8 +102,10 @@ def test_api_state_shape(server: DashboardServer, model: FakeReadModel) -> None:
         "streams",
         "bypasses",
         "outages",
+        "pipelines",
     }
     assert doc["outages"] == []
+    assert doc["pipelines"] == []  # no registry reader over a model given
     assert doc["caught_up"] is True
     assert doc["total"] == 2
     assert doc["now_ms"] == NOW

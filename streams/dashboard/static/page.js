@@ -94,6 +94,22 @@ function renderBypasses(bypasses) {
   body.replaceChildren(...rows);
 }
 
+function renderPipelines(pipelines) {
+  document.getElementById("pipeline-count").textContent = String(pipelines.length);
+  const rows = pipelines.map((p) => el("tr", null,
+    el("td", "id", p.pipeline),
+    el("td", "num", String(p.live_workers.length)),
+    el("td", null, p.versions.join(", ") || "\u2014"),
+    el("td", "num", p.lag === null ? "\u2014" : p.lag.toLocaleString("en-US")),
+    el("td", "num", String(p.streams.length))));
+  if (rows.length === 0) {
+    const td = el("td", "empty", "No pipeline announced (workers of this version announce theirs).");
+    td.colSpan = 5;
+    rows.push(el("tr", null, td));
+  }
+  document.getElementById("pipeline-rows").replaceChildren(...rows);
+}
+
 function renderHeader(doc) {
   const counts = document.getElementById("counts");
   const total = doc.total;
@@ -127,6 +143,7 @@ function renderAge() {
 function render() {
   const doc = latest.doc;
   renderHeader(doc);
+  renderPipelines(doc.pipelines || []);
   renderBypasses(doc.bypasses);
   renderAge();
   document.body.dataset.updates = String(++updates);
