@@ -232,7 +232,7 @@ class WorkerRuntime:
         for job in expired:
             self._expire(job.task, job.token, now_ms)
         for job in started:
-            log.info("started task %s (attempt %d)", job.task.task_id, job.task.attempt)
+            log.debug("started task %s (attempt %d)", job.task.task_id, job.task.attempt)
             self._calls.submit(job)
 
     def _collect_outcomes(self) -> None:
@@ -302,7 +302,12 @@ class WorkerRuntime:
                 self._produce(job)
 
     def _send_heartbeats(self) -> None:
-        for job in self._board.heartbeats_due(self._monotonic_ms()):
+        mono_ms = self._monotonic_ms()
+        for job in self._board.long_running(mono_ms):
+            ran_s = (mono_ms - job.started_mono_ms) / 1000
+            log.info("started task %s (attempt %d) %.1f s ago; still running",
+                     job.task.task_id, job.task.attempt, ran_s)  # fmt: skip
+        for job in self._board.heartbeats_due(mono_ms):
             report = _heartbeat_report(job.task.task_id)
             self._sink.send(
                 stream_key(job.task.stream_id),
