@@ -18,6 +18,7 @@ from typing import Final
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 OUTCOMES: Final = ("ack", "nack", "shutdown", "expired", "invalid")
+TIMED_OUTCOMES: Final = ("ack", "nack", "shutdown")  # those whose handler ran
 DURATION_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
