@@ -58,6 +58,9 @@ log = logging.getLogger("streams.worker")
 # How long one wait for a handler lasts while the buffer is full (streams.worker.backpressure):
 # short, since a slot frees only once a result's delivery report is served.
 HOLD_WAIT_S = 0.005
+# At most this many tasks taken in one turn: the turn's other work (outcomes, starts,
+# heartbeats, delivery reports, commits) waits for them.
+MAX_TAKEN_PER_TURN = 64
 
 
 class WorkerRuntime:
@@ -211,10 +214,19 @@ class WorkerRuntime:
         # blocking, then wait on the handlers' queue instead, which wakes at once.
         busy = self._board.busy
         fetched = self._source.poll(0 if busy else self._config.poll_interval_s)
-        if fetched is not None:
+        if fetched is None:
+            if busy:
+                self._wait_for_outcome(HOLD_WAIT_S)
+            return
+        self._take(fetched, accepting=accepting)
+        # Then what is fetched already, up to the backpressure limit: a task a turn would cap
+        # the worker at one turn's cost per task, and with hundreds of coroutines in flight
+        # their outcomes came back faster than a task a turn could replace them (73 % of
+        # 10,000/s with 500 coroutines of 50 ms).
+        room = min(MAX_TAKEN_PER_TURN, self._backpressure.limit - len(self._board))
+        while accepting and room > 0 and (fetched := self._source.poll(0)) is not None:
             self._take(fetched, accepting=accepting)
-        elif busy:
-            self._wait_for_outcome(HOLD_WAIT_S)
+            room -= 1
 
     def _take(self, fetched: Fetched, *, accepting: bool) -> None:
         (topic, partition), offset = fetched.partition, fetched.offset

@@ -497,3 +497,17 @@ def test_a_task_is_logged_at_info_only_once_it_has_run_a_second(
     worker.turns(3)
     said = [r.getMessage() for r in caplog.records if "started task" in r.getMessage()]
     assert said == [f"started task {slow.task_id} (attempt 1) 1.0 s ago; still running"]
+
+
+def test_a_turn_takes_what_is_fetched_up_to_the_backpressure_limit(new_worker: NewWorker) -> None:
+    """A task a turn capped a worker with hundreds of coroutines in flight below what they
+    allow: their outcomes came back faster than one task a turn replaced them."""
+    worker = new_worker(ack_all, concurrency=2, buffer=4)
+    worker.source.assign(P0)
+    for n in range(10):
+        worker.source.add_task(task("s", n))
+    worker.turns(1)
+    assert worker.source.positions[P0] == 6  # concurrency + buffer: the rest wait in the log
+    worker.turns(1)
+    assert worker.source.positions[P0] == 6
+    assert len(worker.executor.held) == 2
