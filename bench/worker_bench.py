@@ -131,6 +131,18 @@ def cpu_by_thread(pid: int) -> dict[str, float]:
     return found
 
 
+def run_queue_s(pid: int) -> float:
+    """Seconds the process's threads have waited for a CPU while runnable (schedstat): what
+    other processes on a shared machine took from it."""
+    waited_ns = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            waited_ns += int(stat.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return waited_ns / 1e9
+
+
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
@@ -189,12 +201,14 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
                         first, seen_at_first = last, seen
                         cpu_at_first = [cpu_s(pid) for pid in pids]
                         threads_at_first = cpu_by_thread(pids[0])
+                        queued_at_first = run_queue_s(pids[0])
                         if args.py_spy:  # the first worker, from its first result on
                             spy = subprocess.Popen(["py-spy", "record", "--pid", str(pids[0]),
                                 "--nonblocking", "--threads", "-r", "200", "-f", "raw", "-o",
                                 args.py_spy], stdout=subprocess.DEVNULL)  # fmt: skip
         cpu = [cpu_s(pid) for pid in pids]
         threads = cpu_by_thread(pids[0])
+        queued_s = run_queue_s(pids[0]) - queued_at_first
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its samples on an interrupt
             spy.wait(30)
@@ -225,6 +239,8 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
     )
     print("  the first worker's threads, µs per result: " + ", ".join(
         f"{name} {spent / counted * 1e6:,.0f}" for spent, name in shares if spent > 0))  # fmt: skip
+    print(f"  the first worker's threads waited {queued_s:.1f} s in all for a CPU while "
+          f"runnable (other processes; {os.getloadavg()[0]:.1f} load average)")  # fmt: skip
     print(f"  at that cost a core allows {core:,.0f} results/s a worker: the rate is "
           f"{rate / min(core, ceiling):.0%} of the lower ceiling")  # fmt: skip
 
