@@ -48,7 +48,7 @@ from streams.worker.calls import HandlerCalls, Returned
 from streams.worker.commits import Committer
 from streams.worker.config import WorkerConfig
 from streams.worker.jobs import Job, JobBoard
-from streams.worker.metrics import OUTCOMES, TIMED_OUTCOMES, WorkerMetrics
+from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import OffsetToken, OffsetTracker
 from streams.worker.ports import CoroutineExecutor, HandlerExecutor, ResultSink, TaskSource
 from streams.worker.results import heartbeat_value, result_value
@@ -58,9 +58,7 @@ log = logging.getLogger("streams.worker")
 # How long one wait for a handler lasts while the buffer is full (streams.worker.backpressure):
 # short, since a slot frees only once a result's delivery report is served.
 HOLD_WAIT_S = 0.005
-# At most this many tasks taken in one turn: the turn's other work (outcomes, starts,
-# heartbeats, delivery reports, commits) waits for them.
-MAX_TAKEN_PER_TURN = 64
+MAX_TAKEN_PER_TURN = 64  # tasks taken in one turn at most: its other work waits for them
 
 
 class WorkerRuntime:
@@ -94,18 +92,7 @@ class WorkerRuntime:
         self._config = config
         self._now_ms = now_ms
         self._monotonic_ms = monotonic_ms
-        self._metrics = WorkerMetrics.for_registry(registry)
-        self._in_flight = self._metrics.in_flight.labels(pipeline=config.pipeline)
-        self._in_flight_now = -1
-        # Each outcome's children, made once: `labels()` per task cost 7 µs a call (cProfile).
-        self._counted = {
-            outcome: self._metrics.tasks.labels(pipeline=config.pipeline, outcome=outcome)
-            for outcome in OUTCOMES
-        }
-        self._timed = {
-            outcome: self._metrics.duration.labels(pipeline=config.pipeline, outcome=outcome)
-            for outcome in TIMED_OUTCOMES
-        }
+        self._metrics = WorkerMetrics.for_registry(registry).of(config.pipeline)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failed = False  # the loop ended on an unexpected error (see the log)
@@ -203,9 +190,7 @@ class WorkerRuntime:
         self._commits.commit_due()
         if accepting:
             self._apply_backpressure()
-        if (in_flight := len(self._board)) != self._in_flight_now:
-            self._in_flight.set(in_flight)
-            self._in_flight_now = in_flight
+        self._metrics.set_in_flight(len(self._board))
         if self._backpressure.holding:  # full for a moment: wait for a handler, not poll
             self._wait_for_outcome(HOLD_WAIT_S)
             return
@@ -219,10 +204,8 @@ class WorkerRuntime:
                 self._wait_for_outcome(HOLD_WAIT_S)
             return
         self._take(fetched, accepting=accepting)
-        # Then what is fetched already, up to the backpressure limit: a task a turn would cap
-        # the worker at one turn's cost per task, and with hundreds of coroutines in flight
-        # their outcomes came back faster than a task a turn could replace them (73 % of
-        # 10,000/s with 500 coroutines of 50 ms).
+        # Then what is fetched already, up to the limit: taking a task a turn, 500 coroutines'
+        # outcomes came back faster than tasks were taken to replace them.
         room = min(MAX_TAKEN_PER_TURN, self._backpressure.limit - len(self._board))
         while accepting and room > 0 and (fetched := self._source.poll(0)) is not None:
             self._take(fetched, accepting=accepting)
@@ -295,9 +278,9 @@ class WorkerRuntime:
         self._tracker.finish(token)
 
     def _count(self, outcome: str, duration_s: float | None = None) -> None:
-        self._counted[outcome].inc()
+        self._metrics.counted[outcome].inc()
         if duration_s is not None:
-            self._timed[outcome].observe(duration_s)
+            self._metrics.timed[outcome].observe(duration_s)
 
     # -- producing -----------------------------------------------------------------------
 
@@ -324,9 +307,9 @@ class WorkerRuntime:
     def _send_heartbeats(self) -> None:
         mono_ms = self._monotonic_ms()
         for job in self._board.long_running(mono_ms):
-            ran_s = (mono_ms - job.started_mono_ms) / 1000
-            log.info("started task %s (attempt %d) %.1f s ago; still running",
-                     job.task.task_id, job.task.attempt, ran_s)  # fmt: skip
+            ran_s, task = (mono_ms - job.started_mono_ms) / 1000, job.task
+            log.info("started task %s (attempt %d) %.1f s ago; still running", task.task_id,
+                     task.attempt, ran_s)  # fmt: skip
         for job in self._board.heartbeats_due(mono_ms):
             report = _heartbeat_report(job.task.task_id)
             self._sink.send(
@@ -392,7 +375,7 @@ class WorkerRuntime:
             self.failed = True
             log.exception("shutdown failed; uncommitted tasks will be redone")
         finally:
-            self._in_flight.set(len(self._board))
+            self._metrics.set_in_flight(len(self._board))
             self._close()
 
     def _stop_fetching(self) -> None:
