@@ -22,6 +22,8 @@ import argparse
 import json
 import os
 import platform
+import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,8 @@ from streams.kafka.settings import KafkaSettings
 from streams.topics import TopicSpec
 
 PARTITIONS = 6
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+BENCH = Path(__file__).resolve().parent  # bench_handlers, for --handler async
 STREAMS = 500
 HOUR_MS = 3_600_000
 
@@ -112,9 +116,36 @@ def round_trip(kafka: KafkaSettings, prefix: str, results: Any, tasks: int) -> l
     return sorted(waits)
 
 
+def cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's threads, by name (digits dropped: the handler threads as
+    one, librdkafka's `rdk:broker` threads as one)."""
+    found: dict[str, float] = {}
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            name, fields = stat.read_text().split(" (", 1)[1].rsplit(")", 1)
+        except OSError:  # the thread ended
+            continue
+        values = fields.split()
+        key = re.sub(r"[-\d]+$", "", name) or name
+        found[key] = found.get(key, 0.0) + (int(values[11]) + int(values[12])) / CLK_TCK
+    return found
+
+
+def run_queue_s(pid: int) -> float:
+    """Seconds the process's threads have waited for a CPU while runnable (schedstat): what
+    other processes on a shared machine took from it."""
+    waited_ns = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            waited_ns += int(stat.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return waited_ns / 1e9
+
+
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
@@ -128,14 +159,19 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
               f"{waits[-1]:,.0f} ms ({len(waits)} pauses)")  # fmt: skip
         return
     results = consumer(kafka, [f"{prefix}.results"])
+    pipeline = "bench_handlers:AsyncSleep" if args.handler == "async" else "synthetic"
     cmd = [
-        sys.executable, "-m", "streams", "worker", "--pipeline", "synthetic",
+        sys.executable, "-m", "streams", "worker", "--pipeline", pipeline,
         "--prefix", prefix, "--bootstrap-servers", kafka.bootstrap_servers,
         "--concurrency", str(args.concurrency), "--buffer", str(args.buffer),
         "--option", f"latency_ms={args.latency_ms}",
     ]  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")]),
+    }
     logs = [open(home / f"worker-{i}.log", "ab") for i in range(args.workers)]  # noqa: SIM115
-    procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT) for log in logs]
+    procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env) for log in logs]
     if args.round_trip:
         try:
             waits = round_trip(kafka, prefix, results, args.round_trip)
@@ -150,6 +186,9 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
         return
     seen, first, last = 0, 0.0, 0.0
     deadline = time.monotonic() + args.timeout
+    pids = [p.pid for p in procs]
+    spy: subprocess.Popen[bytes] | None = None
+    cpu_at_first: list[float] = []
     try:
         while seen < args.tasks:
             if time.monotonic() > deadline:
@@ -158,8 +197,21 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
                 if m.error() is None:
                     seen += 1
                     last = time.monotonic()
-                    first = first or last
-        cpu = [cpu_s(p.pid) for p in procs]
+                    if not first:
+                        first, seen_at_first = last, seen
+                        cpu_at_first = [cpu_s(pid) for pid in pids]
+                        threads_at_first = cpu_by_thread(pids[0])
+                        queued_at_first = run_queue_s(pids[0])
+                        if args.py_spy:  # the first worker, from its first result on
+                            spy = subprocess.Popen(["py-spy", "record", "--pid", str(pids[0]),
+                                "--nonblocking", "--threads", "-r", "200", "-f", "raw", "-o",
+                                args.py_spy], stdout=subprocess.DEVNULL)  # fmt: skip
+        cpu = [cpu_s(pid) for pid in pids]
+        threads = cpu_by_thread(pids[0])
+        queued_s = run_queue_s(pids[0]) - queued_at_first
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its samples on an interrupt
+            spy.wait(30)
     finally:
         for p in procs:
             p.terminate()
@@ -167,15 +219,30 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
             p.wait(30)
         results.close()
     took = last - first
+    rate = (args.tasks - seen_at_first) / took
     ceiling = args.workers * args.concurrency / (args.latency_ms / 1000)
-    print(f"{args.tasks:,} tasks, {args.workers} worker(s) x {args.concurrency} threads, "
+    running = "coroutines" if args.handler == "async" else "threads"
+    print(f"{args.tasks:,} tasks, {args.workers} worker(s) x {args.concurrency} {running}, "
           f"latency {args.latency_ms} ms, buffer {args.buffer}:")  # fmt: skip
-    print(f"  {args.tasks / took:,.0f} results/s ({took:.1f} s from the first result to the "
-          f"last); the threads' ceiling is {ceiling:,.0f}/s")  # fmt: skip
-    print(
-        f"  worker CPU: {sum(cpu):.1f} s in all, {sum(cpu) / args.tasks * 1e6:,.0f} µs per "
-        "result (start-up included)"
+    print(f"  {rate:,.0f} results/s ({took:.1f} s from the first result to the last): "
+          f"{rate / ceiling:.0%} of the {ceiling:,.0f}/s that {args.concurrency} {running} "
+          f"of {args.latency_ms} ms allow")  # fmt: skip
+    steady_s = sum(cpu) - sum(cpu_at_first)
+    per_result_s = steady_s / (args.tasks - seen_at_first)
+    core = args.workers / per_result_s  # what the workers' cores allow at that cost
+    print(f"  worker CPU: {sum(cpu):.1f} s in all; {per_result_s * 1e6:,.0f} µs per result "
+          f"from the first result to the last (start-up left out), {steady_s / took:.0%} of "
+          f"a core each")  # fmt: skip
+    counted = args.tasks - seen_at_first
+    shares = sorted(
+        ((v - threads_at_first.get(k, 0.0), k) for k, v in threads.items()), reverse=True
     )
+    print("  the first worker's threads, µs per result: " + ", ".join(
+        f"{name} {spent / counted * 1e6:,.0f}" for spent, name in shares if spent > 0))  # fmt: skip
+    print(f"  the first worker's threads waited {queued_s:.1f} s in all for a CPU while "
+          f"runnable (other processes; {os.getloadavg()[0]:.1f} load average)")  # fmt: skip
+    print(f"  at that cost a core allows {core:,.0f} results/s a worker: the rate is "
+          f"{rate / min(core, ceiling):.0%} of the lower ceiling")  # fmt: skip
 
 
 def main() -> int:
@@ -186,6 +253,17 @@ def main() -> int:
     parser.add_argument("--buffer", type=int, default=64)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--handler",
+        choices=("thread", "async"),
+        default="thread",
+        help="thread: the synthetic pipeline on threads; async: a coroutine that sleeps",
+    )
+    parser.add_argument(
+        "--py-spy",
+        metavar="FILE",
+        help="sample the first worker with py-spy, into FILE (collapsed stacks)",
+    )
     parser.add_argument(
         "--resume-probe",
         action="store_true",

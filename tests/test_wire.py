@@ -864,3 +864,15 @@ def test_a_bad_pipeline_is_rejected_naming_the_field(bad: object) -> None:
     with pytest.raises(InvalidInput) as caught:
         decode_task(raw({**TASK_FIELDS, "pipeline": bad}))
     assert caught.value.field == "pipeline"
+
+
+def test_a_result_encodes_to_the_bytes_json_dumps_makes() -> None:
+    """The encoder in C (the worker's hot path) writes what json.dumps wrote before it."""
+    for result in (
+        Result("s", T0, T1, 1, "ack", ack_ms=T1),
+        Result("s", T0, T1, 2, "heartbeat", incarnation=3, pipeline="logs"),
+        Result("é/ü", T0, T1, 1, "nack", error=ErrorInfo("k", 'é\u2028\x01"\\/<>&\u00a0😀')),
+    ):
+        encoded = encode_result(result)
+        value = json.loads(encoded)  # the same keys, in the same order
+        assert encoded == json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()

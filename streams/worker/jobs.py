@@ -11,6 +11,12 @@ and leaves the board when delivered, or when it expires before it starts, or whe
 partition is revoked before it starts (``dropped``). A task whose ``deadline_ms`` has passed
 when it arrives, or before it could start, is expired: the coordinator has already timed it
 out, so running it would only waste a thread.
+
+Every turn of the worker's loop asks the board what is due (``start_due``, ``heartbeats_due``,
+``long_running``), so each answer costs what is due, not what is on the board: deadlines,
+heartbeats and start times are kept in order (heaps and a queue, their stale entries dropped as
+they surface, and rebuilt when they outgrow the board). Scanning every job instead made each
+turn cost in proportion to the jobs taken (1,500 with 500 coroutines and their buffer).
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ from streams.worker.offsets import OffsetToken
 State = Literal["waiting", "ready", "running", "answered", "delivered", "dropped"]
 log = logging.getLogger("streams.worker")
 MIN_HEARTBEAT_MS: Final = 100
+# A task still running this long after it started is reported (``long_running``): a line per
+# task started would cost a busy worker a third of its CPU, and a quick task's outcome is in
+# the metrics and the results anyway.
+LONG_RUN_MS: Final = 1_000
 
 
 @dataclass(eq=False)
@@ -61,6 +71,12 @@ class JobBoard:
         self._ready: deque[Job] = deque()
         self._running: set[Job] = set()
         self._arrivals = 0
+        # Lazily pruned, like `_waiting`: jobs taken and not started by deadline_ms; running jobs
+        # by their next heartbeat (an entry whose time is not the job's is stale); running jobs
+        # in the order they started, for `long_running`.
+        self._deadlines: list[tuple[int, int, Job]] = []
+        self._beats: list[tuple[int, int, Job]] = []
+        self._starts: deque[Job] = deque()
 
     def __len__(self) -> int:
         """How many jobs are taken and not finished (what backpressure bounds)."""
@@ -72,12 +88,16 @@ class JobBoard:
             return None
         job = Job(task, token)
         self._jobs.add(job)
+        self._arrivals += 1
         if now_ms < task.end_ms:
             job.state = "waiting"
-            self._arrivals += 1
             heapq.heappush(self._waiting, (task.end_ms, self._arrivals, job))
         else:
             self._ready.append(job)
+        if len(self._deadlines) > 2 * len(self._jobs) + 64:
+            self._deadlines = [e for e in self._deadlines if e[2].state in ("waiting", "ready")]
+            heapq.heapify(self._deadlines)
+        heapq.heappush(self._deadlines, (task.deadline_ms, self._arrivals, job))
         return job
 
     def start_due(self, now_ms: int, mono_ms: int | None = None) -> tuple[list[Job], list[Job]]:
@@ -89,14 +109,14 @@ class JobBoard:
         """
         if mono_ms is None:
             mono_ms = now_ms
-        expired = [
-            j
-            for j in self._jobs
-            if j.state in ("waiting", "ready") and now_ms >= j.task.deadline_ms
-        ]
-        for job in expired:
-            job.state = "dropped"
-            self._jobs.discard(job)
+        expired = []
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_ms:
+            job = heapq.heappop(deadlines)[2]
+            if job.state in ("waiting", "ready"):
+                job.state = "dropped"
+                self._jobs.discard(job)
+                expired.append(job)
         if expired:
             self._prune()
         while self._waiting and self._waiting[0][0] <= now_ms:
@@ -115,10 +135,20 @@ class JobBoard:
             if interval is not None:
                 # the one wall-clock reading: how long until a third of the timeout has passed
                 wait_ms = max(0, job.task.dispatched_ms + interval - now_ms)
-                job.next_heartbeat_mono_ms = mono_ms + wait_ms
+                self._beat_at(job, mono_ms + wait_ms)
             self._running.add(job)
+            self._starts.append(job)
             started.append(job)
         return started, expired
+
+    def _beat_at(self, job: Job, at_ms: int) -> None:
+        job.next_heartbeat_mono_ms = at_ms
+        beats = self._beats
+        if len(beats) > 2 * len(self._running) + 64:  # mostly jobs that have finished
+            beats[:] = [e for e in beats if e[2] in self._running]
+            heapq.heapify(beats)
+        self._arrivals += 1
+        heapq.heappush(beats, (at_ms, self._arrivals, job))
 
     def heartbeats_due(self, mono_ms: int) -> list[Job]:
         """Running jobs whose heartbeat is due at the monotonic ``mono_ms``; each next one is
@@ -127,26 +157,39 @@ class JobBoard:
         A job running for longer than ``max_run_ms`` gets none any more: a hung handler must
         not keep its window from timing out at the coordinator.
         """
-        due = []
+        due: list[Job] = []
         max_run_ms = self._max_run_ms
-        for job in self._running:
-            at_ms = job.next_heartbeat_mono_ms
-            if at_ms is not None and mono_ms >= at_ms:
-                ran_ms = mono_ms - job.started_mono_ms
-                if max_run_ms is not None and ran_ms >= max_run_ms:
-                    job.next_heartbeat_mono_ms = None
-                    log.warning(
-                        "task %s has run for %d s; no more heartbeats, so the coordinator can "
-                        "time it out (its thread stays busy until the handler returns)",
-                        job.task.task_id,
-                        ran_ms // 1000,
-                    )
-                    continue
-                interval = heartbeat_interval_ms(job.task)
-                assert interval is not None
-                job.next_heartbeat_mono_ms = mono_ms + interval
-                due.append(job)
+        beats = self._beats
+        while beats and beats[0][0] <= mono_ms:
+            at_ms, _, job = heapq.heappop(beats)
+            if job not in self._running or job.next_heartbeat_mono_ms != at_ms:
+                continue  # finished, or rescheduled since
+            ran_ms = mono_ms - job.started_mono_ms
+            if max_run_ms is not None and ran_ms >= max_run_ms:
+                job.next_heartbeat_mono_ms = None
+                log.warning(
+                    "task %s has run for %d s; no more heartbeats, so the coordinator can "
+                    "time it out (its thread stays busy until the handler returns)",
+                    job.task.task_id,
+                    ran_ms // 1000,
+                )
+                continue
+            due.append(job)
+        for job in due:  # scheduled after the loop: a next time already due waits a turn
+            interval = heartbeat_interval_ms(job.task)
+            assert interval is not None
+            self._beat_at(job, mono_ms + interval)
         return due
+
+    def long_running(self, mono_ms: int) -> list[Job]:
+        """Running jobs that reached ``LONG_RUN_MS`` since the last call, each said once."""
+        found = []
+        starts = self._starts
+        while starts and starts[0].started_mono_ms + LONG_RUN_MS <= mono_ms:
+            job = starts.popleft()
+            if job in self._running:
+                found.append(job)
+        return found
 
     def returned(self, job: Job) -> bool:
         """A handler call ended; True if its outcome is wanted (not answered at shutdown)."""

@@ -18,6 +18,7 @@ from typing import Final
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 OUTCOMES: Final = ("ack", "nack", "shutdown", "expired", "invalid")
+TIMED_OUTCOMES: Final = ("ack", "nack", "shutdown")  # those whose handler ran
 DURATION_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -45,10 +46,33 @@ class WorkerMetrics:
             registry=registry,
         )
 
+    def of(self, pipeline: str) -> PipelineMetrics:
+        """The children of ``pipeline``'s series."""
+        return PipelineMetrics(self, pipeline)
+
     @staticmethod
     def for_registry(registry: CollectorRegistry | None) -> WorkerMetrics:
         """Metrics in ``registry``; the process-wide default one is shared by every runtime."""
         return _default() if registry is None or registry is REGISTRY else WorkerMetrics(registry)
+
+
+class PipelineMetrics:
+    """One pipeline's children of the worker metrics, made once: ``labels()`` per task cost
+    7 µs a call (cProfile), twice per task."""
+
+    def __init__(self, metrics: WorkerMetrics, pipeline: str) -> None:
+        self.in_flight = metrics.in_flight.labels(pipeline=pipeline)
+        self.counted = {o: metrics.tasks.labels(pipeline=pipeline, outcome=o) for o in OUTCOMES}
+        self.timed = {
+            o: metrics.duration.labels(pipeline=pipeline, outcome=o) for o in TIMED_OUTCOMES
+        }
+        self._in_flight_now = -1.0
+
+    def set_in_flight(self, count: int) -> None:
+        """Set the in-flight gauge, which the loop reads every turn, when it moves."""
+        if count != self._in_flight_now:
+            self.in_flight.set(count)
+            self._in_flight_now = count
 
 
 @functools.cache

@@ -58,6 +58,7 @@ log = logging.getLogger("streams.worker")
 # How long one wait for a handler lasts while the buffer is full (streams.worker.backpressure):
 # short, since a slot frees only once a result's delivery report is served.
 HOLD_WAIT_S = 0.005
+MAX_TAKEN_PER_TURN = 64  # tasks taken in one turn at most: its other work waits for them
 
 
 class WorkerRuntime:
@@ -91,8 +92,7 @@ class WorkerRuntime:
         self._config = config
         self._now_ms = now_ms
         self._monotonic_ms = monotonic_ms
-        self._metrics = WorkerMetrics.for_registry(registry)
-        self._in_flight = self._metrics.in_flight.labels(pipeline=config.pipeline)
+        self._metrics = WorkerMetrics.for_registry(registry).of(config.pipeline)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failed = False  # the loop ended on an unexpected error (see the log)
@@ -190,7 +190,7 @@ class WorkerRuntime:
         self._commits.commit_due()
         if accepting:
             self._apply_backpressure()
-        self._in_flight.set(len(self._board))
+        self._metrics.set_in_flight(len(self._board))
         if self._backpressure.holding:  # full for a moment: wait for a handler, not poll
             self._wait_for_outcome(HOLD_WAIT_S)
             return
@@ -199,10 +199,17 @@ class WorkerRuntime:
         # blocking, then wait on the handlers' queue instead, which wakes at once.
         busy = self._board.busy
         fetched = self._source.poll(0 if busy else self._config.poll_interval_s)
-        if fetched is not None:
+        if fetched is None:
+            if busy:
+                self._wait_for_outcome(HOLD_WAIT_S)
+            return
+        self._take(fetched, accepting=accepting)
+        # Then what is fetched already, up to the limit: taking a task a turn, 500 coroutines'
+        # outcomes came back faster than tasks were taken to replace them.
+        room = min(MAX_TAKEN_PER_TURN, self._backpressure.limit - len(self._board))
+        while accepting and room > 0 and (fetched := self._source.poll(0)) is not None:
             self._take(fetched, accepting=accepting)
-        elif busy:
-            self._wait_for_outcome(HOLD_WAIT_S)
+            room -= 1
 
     def _take(self, fetched: Fetched, *, accepting: bool) -> None:
         (topic, partition), offset = fetched.partition, fetched.offset
@@ -232,16 +239,13 @@ class WorkerRuntime:
         for job in expired:
             self._expire(job.task, job.token, now_ms)
         for job in started:
-            log.info("started task %s (attempt %d)", job.task.task_id, job.task.attempt)
+            log.debug("started task %s (attempt %d)", job.task.task_id, job.task.attempt)
             self._calls.submit(job)
 
     def _collect_outcomes(self) -> None:
-        while True:
-            try:
-                job, outcome, duration_s = self._outcomes.get_nowait()
-            except queue.Empty:
-                return
-            self._returned(job, outcome, duration_s)
+        outcomes = self._outcomes  # this thread alone takes from it: not empty means one waits
+        while not outcomes.empty():
+            self._returned(*outcomes.get_nowait())
 
     def _wait_for_outcome(self, timeout_s: float) -> None:
         try:
@@ -274,10 +278,9 @@ class WorkerRuntime:
         self._tracker.finish(token)
 
     def _count(self, outcome: str, duration_s: float | None = None) -> None:
-        pipeline = self._config.pipeline
-        self._metrics.tasks.labels(pipeline=pipeline, outcome=outcome).inc()
+        self._metrics.counted[outcome].inc()
         if duration_s is not None:
-            self._metrics.duration.labels(pipeline=pipeline, outcome=outcome).observe(duration_s)
+            self._metrics.timed[outcome].observe(duration_s)
 
     # -- producing -----------------------------------------------------------------------
 
@@ -302,7 +305,12 @@ class WorkerRuntime:
                 self._produce(job)
 
     def _send_heartbeats(self) -> None:
-        for job in self._board.heartbeats_due(self._monotonic_ms()):
+        mono_ms = self._monotonic_ms()
+        for job in self._board.long_running(mono_ms):
+            ran_s, task = (mono_ms - job.started_mono_ms) / 1000, job.task
+            log.info("started task %s (attempt %d) %.1f s ago; still running", task.task_id,
+                     task.attempt, ran_s)  # fmt: skip
+        for job in self._board.heartbeats_due(mono_ms):
             report = _heartbeat_report(job.task.task_id)
             self._sink.send(
                 stream_key(job.task.stream_id),
@@ -367,7 +375,7 @@ class WorkerRuntime:
             self.failed = True
             log.exception("shutdown failed; uncommitted tasks will be redone")
         finally:
-            self._in_flight.set(len(self._board))
+            self._metrics.set_in_flight(len(self._board))
             self._close()
 
     def _stop_fetching(self) -> None:

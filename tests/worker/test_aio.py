@@ -147,3 +147,50 @@ def test_a_stopping_worker_closes_an_async_handler_on_its_loop_after_its_calls()
     assert [name for name, _ in events] == ["called", "cancelled", "closed"]
     assert len({thread for _, thread in events}) == 1  # all on the loop's thread
     assert [v["error"]["kind"] for v in worker.sink.values("nack")] == ["shutdown"]
+
+
+def test_calls_submitted_while_the_loop_is_busy_share_one_wake_up() -> None:
+    """A wake-up per call writes to the loop's self-pipe each time: with hundreds of calls in
+    flight that took a fifth of the worker's loop thread. Calls that find a wake-up on its way
+    go with it, and none is lost."""
+    executor = LoopExecutor()
+    executor.start()
+    busy, release = threading.Event(), threading.Event()
+    done: list[int] = []
+
+    async def block() -> None:
+        busy.set()
+        release.wait(5)  # holds the loop, as a burst of work on it would
+
+    def call(n: int) -> object:
+        async def run() -> None:
+            done.append(n)
+
+        return run
+
+    try:
+        executor.submit(block)
+        assert busy.wait(5)
+        loop = executor._loop
+        assert loop is not None
+        wake_ups = 0
+        real = loop.call_soon_threadsafe
+
+        def counted(*args: object) -> object:
+            nonlocal wake_ups
+            wake_ups += 1
+            return real(*args)  # type: ignore[arg-type]
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        for n in range(CALLS):
+            executor.submit(call(n))  # type: ignore[arg-type]
+        release.set()
+        wait_until(lambda: len(done) == CALLS, 5, "every call")
+        for n in range(CALLS, CALLS + 3):  # after the burst: each wakes the idle loop again
+            executor.submit(call(n))  # type: ignore[arg-type]
+            wait_until(lambda n=n: len(done) == n + 1, 5, "the call")  # type: ignore[misc]
+        del loop.call_soon_threadsafe  # the close's own calls are not counted
+    finally:
+        assert executor.close(1.0)
+    assert sorted(done) == list(range(CALLS + 3))
+    assert wake_ups == 1 + 3, f"{wake_ups} wake-ups for {CALLS + 3} calls"

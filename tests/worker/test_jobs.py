@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from streams.worker.api import Task
-from streams.worker.jobs import JobBoard, heartbeat_interval_ms
+from streams.worker.jobs import LONG_RUN_MS, JobBoard, heartbeat_interval_ms
 from streams.worker.offsets import OffsetToken
 
 NOW = 1_800_000_000_000
@@ -192,3 +192,33 @@ def test_a_job_running_past_max_run_gets_no_more_heartbeats() -> None:
     # One a second (a third of the 3 s timeout) while it has run less than 10 s, then none.
     assert beats and max(beats) < NOW + 10_000 and len(beats) >= 8
     assert job.next_heartbeat_mono_ms is None
+
+
+def test_a_job_is_said_to_run_long_once_it_has_run_long_run_ms() -> None:
+    board = JobBoard(concurrency=2)
+    quick = board.admit(task(1), token(1), NOW)
+    slow = board.admit(task(2), token(2), NOW)
+    assert quick and slow
+    board.start_due(NOW)
+    board.returned(quick)
+    board.answered(quick, b"ack")
+
+    assert board.long_running(NOW + LONG_RUN_MS - 1) == []
+    assert board.long_running(NOW + LONG_RUN_MS) == [slow]  # the quick one finished
+    assert board.long_running(NOW + 10 * LONG_RUN_MS) == []  # said once
+
+
+def test_finished_jobs_do_not_pile_up_in_the_heartbeat_and_deadline_queues() -> None:
+    """Each turn asks what is due rather than scanning every job, so the queues keep entries of
+    jobs that finished: they must be dropped, or a busy worker's queues grow without end."""
+    board = JobBoard(concurrency=4)
+    for n in range(10_000):
+        job = board.admit(task(n, timeout_ms=3_600_000), token(n), NOW)
+        assert job and board.start_due(NOW)[0] == [job]
+        board.returned(job)
+        board.answered(job, b"ack")
+        board.delivered(job)
+
+    assert len(board._beats) <= 64 and len(board._deadlines) <= 66
+    assert len(board._starts) == 10_000 and board.long_running(NOW + LONG_RUN_MS) == []
+    assert not board._starts

@@ -476,3 +476,38 @@ def test_the_kind_of_handler_is_decided_at_start() -> None:
     # the default concurrency follows the kind: threads are dear, coroutines cheap
     assert Worker(AsyncObject(), T0).runtime.concurrency == 100
     assert Worker(ack_all, T0).runtime.concurrency == 4
+
+
+def test_a_task_is_logged_at_info_only_once_it_has_run_a_second(
+    new_worker: NewWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A line per task started cost a busy worker a third of its CPU: a quick task's outcome is
+    in the results and the metrics; one still running after a second is said, once."""
+    caplog.set_level("INFO", logger="streams.worker")
+    worker = new_worker(ack_all)
+    quick, slow = task("quick"), task("slow")
+    started(worker, quick, slow)
+    worker.executor.run(worker.executor.held.pop(0))  # the quick one returns, the slow one runs
+    worker.turns(1)
+    assert [s.json()["stream_id"] for s in worker.sink.sent] == ["quick"]
+    worker.now_ms += 999
+    worker.turns()
+    assert "started task" not in caplog.text
+    worker.now_ms += 1
+    worker.turns(3)
+    said = [r.getMessage() for r in caplog.records if "started task" in r.getMessage()]
+    assert said == [f"started task {slow.task_id} (attempt 1) 1.0 s ago; still running"]
+
+
+def test_a_turn_takes_what_is_fetched_up_to_the_backpressure_limit(new_worker: NewWorker) -> None:
+    """A task a turn capped a worker with hundreds of coroutines in flight below what they
+    allow: their outcomes came back faster than one task a turn replaced them."""
+    worker = new_worker(ack_all, concurrency=2, buffer=4)
+    worker.source.assign(P0)
+    for n in range(10):
+        worker.source.add_task(task("s", n))
+    worker.turns(1)
+    assert worker.source.positions[P0] == 6  # concurrency + buffer: the rest wait in the log
+    worker.turns(1)
+    assert worker.source.positions[P0] == 6
+    assert len(worker.executor.held) == 2
