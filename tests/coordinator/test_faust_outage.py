@@ -36,9 +36,12 @@ pytestmark = pytest.mark.broker
 # Past Faust's session timeout (10 s), its commit interval and aiokafka's request timeout (40 s),
 # and past the minute after which each process says again that it still waits.
 OUTAGE_S = 70
-# 2 streams: an outage of 70 s and a restart of up to 40 s leave 12 windows, about 25 s of work
-# for a worker that takes one task at a time (a task, its delivery, the next fetch: 2 s).
+# 2 streams: an outage of 70 s and a restart of up to 40 s leave 12 windows, about 30 s of work
+# for a worker that takes one task at a time (a task, its delivery, the next fetch: 2.5 s).
 WINDOW_MS = 20_000
+# A task's time in the worker: past the second after which the worker logs it as still running
+# (the sign, before the kill, that a task is in its hands), with time left to run after that.
+TASK_MS = 1_500
 
 
 def now_ms() -> int:
@@ -60,7 +63,7 @@ class Worker:
         self.log = log
         cmd = [sys.executable, "-m", "streams.worker", "--pipeline", "synthetic",
                "--prefix", prefix, "--concurrency", "1", "--buffer", "0", "--grace-s", "1",
-               "--metrics-port", str(self.port), "--option", "latency_ms=1000"]  # fmt: skip
+               "--metrics-port", str(self.port), "--option", f"latency_ms={TASK_MS}"]  # fmt: skip
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -117,8 +120,8 @@ def test_a_faust_coordinator_and_a_worker_ride_out_a_full_broker_outage(
         live_ms = now_ms() - 2 * WINDOW_MS
         tail.wait_for("every stream to go live", lambda: reached(live_ms), timeout_s=60)
 
-        started, deadline = len(_lines(worker.log, "started task")), time.monotonic() + 30
-        while len(_lines(worker.log, "started task")) == started:  # a task runs for 1 s
+        started, deadline = len(_lines(worker.log, "still running")), time.monotonic() + 30
+        while len(_lines(worker.log, "still running")) == started:  # a task runs, 0.5 s left
             assert time.monotonic() < deadline, "no task started in 30 s"
             time.sleep(0.02)
         broker.kill()

@@ -487,7 +487,10 @@ def test_metrics_end_to_end(kafka: KafkaSettings, unique: str, tmp_path: Path) -
         feed.upsert(healthy, start)  # a 60 s task timeout: each window is acked exactly once
         feed.upsert(failing, start, **FAST)
         with Responder(kafka, prefix, workers, policy):
-            tail.wait_for("a bypass, and the healthy stream at now", caught_up_and_bypassed)
+            # 60 s: at load 60 the stand-in worker took 20 s to join its group and be assigned.
+            tail.wait_for(
+                "a bypass, and the healthy stream at now", caught_up_and_bypassed, timeout_s=60
+            )
             tail.wait_for("consumer lag of both groups", lag_of_both_groups, timeout_s=20)
         for stream_id in (healthy, failing):  # nothing new after this, once in-flight time out
             feed.send("control", {"type": "pause", "stream_id": stream_id})
