@@ -1,0 +1,28 @@
+"""Admission control: per-source limits, the share of them each coordinator takes, paced
+recovery, and live windows before backfill (issue 29). Pure: counts and `now_ms` in, decisions
+out; the coordinator counts and dispatches.
+
+- `limits`: `SourceLimits`, a source's limits, and their JSON object (`limits_from_dict`).
+- `bucket`: `TokenBucket`, the rate of dispatches.
+- `pacing`: `Pacer`, the slow start of a recovery.
+"""
+
+from streams.core.admission.bucket import TokenBucket
+from streams.core.admission.limits import (
+    DEFAULT_BACKFILL_SHARE,
+    DEFAULT_PACE_START,
+    SourceLimits,
+    limits_from_dict,
+    limits_to_dict,
+)
+from streams.core.admission.pacing import Pacer
+
+__all__ = [
+    "DEFAULT_BACKFILL_SHARE",
+    "DEFAULT_PACE_START",
+    "Pacer",
+    "SourceLimits",
+    "TokenBucket",
+    "limits_from_dict",
+    "limits_to_dict",
+]
