@@ -5,6 +5,7 @@ out; the coordinator counts and dispatches.
 - `limits`: `SourceLimits`, a source's limits, and their JSON object (`limits_from_dict`).
 - `bucket`: `TokenBucket`, the rate of dispatches.
 - `pacing`: `Pacer`, the slow start of a recovery.
+- `share`: `allocate` and `grant`, each coordinator's share of a source's cap, and the bound.
 """
 
 from streams.core.admission.bucket import TokenBucket
@@ -16,13 +17,17 @@ from streams.core.admission.limits import (
     limits_to_dict,
 )
 from streams.core.admission.pacing import Pacer
+from streams.core.admission.share import Shares, allocate, grant
 
 __all__ = [
     "DEFAULT_BACKFILL_SHARE",
     "DEFAULT_PACE_START",
     "Pacer",
+    "Shares",
     "SourceLimits",
     "TokenBucket",
+    "allocate",
+    "grant",
     "limits_from_dict",
     "limits_to_dict",
 ]
