@@ -6,9 +6,19 @@ out; the coordinator counts and dispatches.
 - `bucket`: `TokenBucket`, the rate of dispatches.
 - `pacing`: `Pacer`, the slow start of a recovery.
 - `share`: `allocate` and `grant`, each coordinator's share of a source's cap, and the bound.
+- `gate`: `classify` and `SourceGate`, the decision before each dispatch (its rule table).
 """
 
 from streams.core.admission.bucket import TokenBucket
+from streams.core.admission.gate import (
+    CATCHUP,
+    LIVE,
+    REPLAY,
+    Class,
+    SourceGate,
+    backfill_floor,
+    classify,
+)
 from streams.core.admission.limits import (
     DEFAULT_BACKFILL_SHARE,
     DEFAULT_PACE_START,
@@ -20,13 +30,20 @@ from streams.core.admission.pacing import Pacer
 from streams.core.admission.share import Shares, allocate, grant
 
 __all__ = [
+    "CATCHUP",
     "DEFAULT_BACKFILL_SHARE",
     "DEFAULT_PACE_START",
+    "LIVE",
+    "REPLAY",
+    "Class",
     "Pacer",
     "Shares",
+    "SourceGate",
     "SourceLimits",
     "TokenBucket",
     "allocate",
+    "backfill_floor",
+    "classify",
     "grant",
     "limits_from_dict",
     "limits_to_dict",
