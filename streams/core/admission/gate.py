@@ -32,15 +32,23 @@ may wait for backfill tasks admitted while no LIVE window waited, until they are
 
 **Within a class** the gate keeps no per-stream state: the coordinator offers its waiting
 windows in class order and, within a class, the most behind first (the oldest `end_ms`), so a
-stream days behind is not overtaken by one a window behind. This choice costs a sort per
-offer of waiting windows, not per dispatch, and keeps the gate O(1).
+stream days behind is not overtaken by one a window behind (round robin would need the gate to
+remember streams; the oldest-first order needs only the coordinator's queue, e.g. a heap by
+`end_ms`, and keeps each decision here O(1)). Not yet measured against round robin.
 
-**Waiting is not failing.** A window denied here is not dispatched: no attempt is counted, no
-`task_timeout_ms` deadline runs (it starts at the dispatch), and a retry's due time is only ever
-delayed (the gate never makes a window due). `bypass_after_ms` runs from a window's first
-failure: time spent waiting for admission after that failure is not excused (the budget is the
-source's time to recover, and the outage guard's hold extends it while the source is in outage),
-but waiting itself never fails a window, so waiting alone never causes a bypass.
+**Waiting is not failing.** The gate decides before a dispatch, so a window it denies is not
+dispatched: no attempt is counted and no `task_timeout_ms` deadline runs (it starts at the
+dispatch). The rules the dispatch hook in streams.core.lifecycle must keep with it (that hook is
+another change; these are its contract): a retry's due time is a lower bound that admission may
+delay, never advance (the gate never makes a window due); the time a window waits for admission
+is not spent from `bypass_after_ms` (that budget measures the source's failures, not Tidemark's
+own pacing), so waiting alone never causes a bypass; and a waiting window is not failing, so it
+neither counts towards an outage (streams.core.outage) nor starts or extends a hold
+(`outage_max_hold_ms` runs from the failure that started the hold, as before).
+
+**Shares.** A source with `max_in_flight` uses the whole cap until the coordinator calls
+`set_share` with its share (streams.core.admission.share): right with one coordinator, and what
+the coordinator must replace as soon as it reads the `health` view when there are several.
 
 `wake_ms(now_ms)` says when a denied window could next be admitted: the next token's arrival,
 or None when only an answer frees room. A gate whose limits are unlimited admits everything
