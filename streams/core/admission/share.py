@@ -35,15 +35,15 @@ G_c = sum over p in O_c of min(A_k(p), A_{k-1}(p)) for c's latest view k.
   read cut: reading view j after j-1 cuts partition p by at most max(0, A_{j-1}(p) - A_j(p)),
   so a view cuts at most C_j = sum_p max(0, A_{j-1}(p) - A_j(p)) <= L over all coordinators;
   and when a partition is revoked, by at most its tasks in flight. The capacity a view cuts
-  from one coordinator reaches another only at its next read (a rise needs two views), so when
-  every task is answered within one publish (the usual case) the overshoot is at most the cuts
-  of the last two views and the tasks of a partition moving then: **in flight <= L + C_k +
-  C_{k+1} + (in flight of the partitions moving)**, which is 0 over L when demand is steady
-  and at most 3 L when the whole limit moves between partitions twice in two publishes; it is
-  back to L once those tasks are answered. Answers slower than a publish keep each further
-  view's cut out while they are outstanding. (tests/core/admission/test_share.py checks these
-  steps on random views, reads a view behind, revocations and answer times, and that with
-  every task answered before the next admissions in flight never exceeds L.)
+  from one coordinator reaches another only at its next read (a rise needs two views), so (an
+  argument, not a test) when every task is answered within one publish (the usual case) the
+  overshoot is at most the cuts of the last two views and the tasks of a partition moving then:
+  **in flight <= L + C_k + C_{k+1} + (in flight of the partitions moving)**: no overshoot when
+  demand is steady, and at most 3 L when the whole limit moves between partitions twice in two
+  publishes; it is back to L once those tasks are answered. Answers slower than a publish keep
+  each further view's cut out while they are outstanding. (tests/core/admission/test_share.py
+  checks each step on random views, reads a view behind, revocations and answer times, and
+  that with every task answered before the next admissions in flight never exceeds L.)
 - *Assumption*: "view k" means the same demands for every coordinator: the entries of one
   publish round (numbered, e.g., by publish time truncated to `publish_ms`), each coordinator
   calling `Shares.update` once per round. A coordinator's first view grants nothing until a
@@ -51,13 +51,14 @@ G_c = sum over p in O_c of min(A_k(p), A_{k-1}(p)) for c's latest view k.
 - *Rebalance*: a moving partition's in-flight windows are in its state, counted by its new owner
   once it has rebuilt the partition, under the same allocations (they depend on the view, not on
   the owner). While it moves it is in no O_c: the old owner's share has dropped its allocation
-  and no one dispatches for it, so its unanswered tasks are part of E (a cut of at most its
-  allocation), and the bound above holds through the move.
+  and no one dispatches for it, so its unanswered tasks are part of E (E grows by at most its
+  tasks in flight), and the bound above holds through the move. A new owner that adopts more
+  tasks than the partition's share dispatches nothing more for it until they are answered.
 
 The design space, as read: YouTube's Doorman apportions a resource's capacity among clients by
 their *wants* (we use demand), never hands out more than the capacity, and lets a client wait
-for capacity that others still hold "until after one refresh cycle things converge" (our rise
-after two views); it needs a master server and leases, which the `health` topic replaces here
+for capacity that others still hold, converging after one refresh cycle (our rise after two
+views); it needs a master server and leases, which the `health` topic replaces here
 (every coordinator computes the master's answer from the same view). Envoy's global rate
 limiting pairs a coarse local token bucket with a global limit, and its quota-based variant
 shares a global limit among instances from periodic load reports: our bucket is the local stage
