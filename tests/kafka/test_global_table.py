@@ -94,7 +94,9 @@ def test_a_consumer_that_stops_reading_while_entries_arrive_is_renewed_where_it_
     producer = Producer(kafka.producer())
     producer.produce(topic, _entry(0, 1), health_key(0))
     assert producer.flush(15) == 0
-    table = GlobalTable(kafka, topic, decode_health, stall_bound_ms=1500)
+    # A bound of 5 s, not 1.5: at load average 64 a new consumer took longer than 1.5 s to
+    # read its first entry, was taken for stalled in turn, and nothing was read in 20 s.
+    table = GlobalTable(kafka, topic, decode_health, stall_bound_ms=5000)
     table.start()
     try:
         _until(lambda: set(table.snapshot()) == {b"0"})
@@ -104,7 +106,7 @@ def test_a_consumer_that_stops_reading_while_entries_arrive_is_renewed_where_it_
         producer.produce(topic, _entry(1, 2), health_key(1))
         producer.produce(topic, _entry(0, 4), health_key(0))
         assert producer.flush(15) == 0
-        _until(lambda: set(table.snapshot()) == {b"0", b"1"})
+        _until(lambda: set(table.snapshot()) == {b"0", b"1"}, timeout_s=60)
         assert table.snapshot()[b"0"].sources["S"].failing == 4
         assert table.renewals == 1
         assert any("stalled, renewing its consumer" in r.message for r in caplog.records)
