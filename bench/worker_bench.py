@@ -1,7 +1,7 @@
 """Worker throughput: how many tasks a second `tidemark worker` turns into results.
 
     .venv/bin/python bench/worker_bench.py [--tasks 20000] [--latency-ms 20]
-        [--concurrency 16] [--buffer 64] [--workers 1]
+        [--concurrency 16] [--buffer 64] [--workers 1] [--worker-cpus 1]
 
 Uses KAFKA_BOOTSTRAP_SERVERS if set, else starts a local broker (streams.dev.broker) for the run.
 
@@ -172,6 +172,9 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
     }
     logs = [open(home / f"worker-{i}.log", "ab") for i in range(args.workers)]  # noqa: SIM115
     procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env) for log in logs]
+    for proc in procs:  # at once, while Python starts: the threads it makes later inherit it
+        if args.worker_cpus:
+            os.sched_setaffinity(proc.pid, args.worker_cpus)
     if args.round_trip:
         try:
             waits = round_trip(kafka, prefix, results, args.round_trip)
@@ -245,6 +248,17 @@ def run(kafka: KafkaSettings, args: argparse.Namespace, home: Path) -> None:
           f"{rate / min(core, ceiling):.0%} of the lower ceiling")  # fmt: skip
 
 
+def _cpus(text: str) -> set[int]:
+    try:
+        cpus = {int(part) for part in text.split(",")}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: CPU numbers, comma-separated") from None
+    unknown = cpus - set(os.sched_getaffinity(0))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no CPU {sorted(unknown)} here")
+    return cpus
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20_000)
@@ -276,8 +290,24 @@ def main() -> int:
         metavar="N",
         help="instead: N lone tasks one at a time, each timed from its produce to its result",
     )
+    parser.add_argument(
+        "--worker-cpus",
+        type=_cpus,
+        default=None,
+        metavar="N[,M...]",
+        help="run the workers on these CPUs alone, and the broker and this script on the others "
+        "(what a worker's own core allows, apart from the broker's load on a small machine)",
+    )
     args = parser.parse_args()
+    if args.worker_cpus:
+        others = set(os.sched_getaffinity(0)) - args.worker_cpus
+        if not others:
+            parser.error("--worker-cpus: leave at least one CPU for the broker and this script")
+        os.sched_setaffinity(0, others)  # the broker, started below, inherits it
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    if args.worker_cpus:
+        print(f"workers on CPU {sorted(args.worker_cpus)}, the broker and this script on "
+              f"{sorted(os.sched_getaffinity(0))}")  # fmt: skip
     with (
         tempfile.TemporaryDirectory(prefix="worker-bench-") as tmp,
         broker_for_run(Path(tmp)) as kafka,
