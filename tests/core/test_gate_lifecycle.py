@@ -144,7 +144,11 @@ class Waits:
 
 
 def _check_gated(
-    state: StreamState, decision: Decision, before: dict[int, int], asks: list[Any], now_ms: int
+    state: StreamState,
+    decision: Decision,
+    before: dict[int, tuple[int, int, bool]],
+    asks: list[Any],
+    now_ms: int,
 ) -> None:
     """The rules of a gated decision (item 1 of the module's docstring)."""
     config = state.config
@@ -164,7 +168,10 @@ def _check_gated(
     for start_ms in denied:
         w = windows[start_ms]
         assert not w.in_flight and w.deadline_ms is None and w.due_ms <= now_ms
-        assert w.attempt == before.get(start_ms, 0), "a denied window was dispatched"
+        attempt, due_ms, in_flight = before.get(start_ms, (0, w.due_ms, False))
+        assert w.attempt == attempt, "a denied window was dispatched"
+        if not in_flight:  # nothing but a dispatch moves its due time: a denial never does
+            assert w.due_ms == due_ms
         assert w.waiting_since_ms is not None and w.waiting_since_ms <= now_ms
     if not state.paused:  # every window due was asked
         due = {w.start_ms for w in state.windows if w.due_ms <= now_ms and not w.finished}
@@ -225,7 +232,7 @@ def test_a_denied_window_waits_and_its_wait_spends_no_bypass_budget(
                 if w.attempt or w.finished or w.closed:
                     break
                 waits.since.pop(w.start_ms, None)
-        before = {w.start_ms: w.attempt for w in state.windows}
+        before = {w.start_ms: (w.attempt, w.due_ms, w.in_flight) for w in state.windows}
         config = state.config
         decision = _step(state, op, data.draw(st.integers(0, 99), "pick"), now_ms, gate)
         if decision.rejected is None and decision.ignored is None:
