@@ -17,7 +17,12 @@ from streams.core.model import StreamState
 
 
 class Gate(Protocol):
-    """Admission asked before a dispatch of (start_ms, end_ms] of `state`'s stream."""
+    """Admission asked before a dispatch of (start_ms, end_ms] of `state`'s stream.
+
+    `state` is the stream's live state as it stands (windows sent earlier in the same decision
+    are in flight), for the replay lane too; `lane` says which lane dispatches ("live" for the
+    stream's timeline, "replay" for a bypassed window sent again).
+    """
 
     def admit(
         self, state: StreamState, start_ms: int, end_ms: int, lane: Lane, now_ms: int
