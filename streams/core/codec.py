@@ -136,8 +136,8 @@ def state_to_row(state: StreamState, config_doc: Any = None) -> list[Any]:
         state.announced_ms,
         state.frontier_ms,
         state.paused,
-        list(map(_window_to_row, state.windows)),
-        list(map(committed_to_list, unannounced)) if unannounced else [],
+        [*map(_window_to_row, state.windows)],
+        [*map(committed_to_list, unannounced)] if unannounced else [],
         state.incarnation,
         state.finished_ms,
         state.deleted_ms,
@@ -204,7 +204,7 @@ def _window_to_row(w: Window) -> list[Any]:
         w.retried_count,
         None if error is None else [error.kind, error.message],
         w.finished,
-        list(map(committed_to_list, closed)) if closed else [],
+        [*map(committed_to_list, closed)] if closed else [],
         w.held_since_ms,
     ]
     if w.waiting_since_ms is not None or w.waited_ms:

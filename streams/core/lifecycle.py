@@ -125,7 +125,7 @@ def apply_control(
         else:
             state.config = config
             _drop_undispatched_tail(state)
-        return _decide(state, now_ms, gate=gate)
+        return _decide(state, now_ms, gate)
     if not isinstance(control, Pause | Resume | Delete):
         return Decision(state, rejected="unknown control")
     if state is None:
@@ -145,7 +145,7 @@ def apply_control(
     if isinstance(control, Pause) and not state.paused:
         end_waits(state, now_ms)  # a paused stream asks nothing
     state.paused = isinstance(control, Pause)
-    return _decide(state, now_ms, gate=gate)
+    return _decide(state, now_ms, gate)
 
 
 def apply_result(
@@ -195,17 +195,17 @@ def apply_result(
     if outcome == "ack":
         assert result.ack_ms is not None  # checked by result_problem
         _ack(state, window, index, result.ack_ms, now_ms)
-        return _decide(state, now_ms, gate=gate)
+        return _decide(state, now_ms, gate)
     if result.attempt < window.attempt or not window.in_flight:
         return Decision(state, ignored="stale")
     if outcome == "heartbeat":
         window.deadline_ms = now_ms + state.config.task_timeout_ms
-        return _decide(state, now_ms, gate=gate)
+        return _decide(state, now_ms, gate)
     error = result.error or NACK_WITHOUT_ERROR
     bypass = _fail(state, window, index, error, now_ms, max_hold_ms)
     if bypass is None:
-        return _decide(state, now_ms, requeues=1, gate=gate)
-    return _decide(state, now_ms, bypasses=(bypass,), gate=gate)
+        return _decide(state, now_ms, gate, requeues=1)
+    return _decide(state, now_ms, gate, (bypass,))
 
 
 def advance(
@@ -231,7 +231,7 @@ def advance(
         if state.deleted_ms is not None:
             return Decision(state)
     if not expire:
-        return _decide(state, now_ms, gate=gate)
+        return _decide(state, now_ms, gate)
     timeouts = requeues = 0
     bypasses: list[BypassRecord] = []
     for index, window in enumerate(state.windows):
@@ -244,12 +244,14 @@ def advance(
                 requeues += 1
             else:
                 bypasses.append(bypass)
-    return _decide(state, now_ms, tuple(bypasses), timeouts, requeues, gate)
+    return _decide(state, now_ms, gate, tuple(bypasses), timeouts, requeues)
 
 
 def _ack(state: StreamState, window: Window, index: int, ack_ms: int, now_ms: int) -> None:
     """Finish (start, ack_ms]; what remains of a partially acked window stays to do."""
-    held = held_ms(window, now_ms)
+    # held_ms called only for a held window: no call more per ack (each one costs about 100
+    # instructions, and the gate's fields cost the ack path about as much: docs/benchmarks.md)
+    held = None if window.held_since_ms is None else held_ms(window, now_ms)
     window.closed.append(CommittedWindow(window.start_ms, ack_ms, "ack", window.attempt, held))
     is_last = index == len(state.windows) - 1
     window.waiting_since_ms = None  # a late ack of an earlier attempt ends a wait
@@ -293,18 +295,22 @@ def _fail(
     first_failed_ms = window.first_failed_ms
     if first_failed_ms is None:
         first_failed_ms = window.first_failed_ms = now_ms
+    failing_ms = now_ms - first_failed_ms  # the budget spent: waits for admission left out
+    if window.waited_ms:
+        failing_ms -= window.waited_ms
     max_attempts = config.max_attempts
     if (
         error.kind in config.non_retryable
         or (max_attempts is not None and window.retried_count >= max_attempts)
-        or (
-            now_ms - first_failed_ms - window.waited_ms >= config.bypass_after_ms
-            and not bypass_held(window, now_ms, max_hold_ms)
-        )
+        or (failing_ms >= config.bypass_after_ms and not bypass_held(window, now_ms, max_hold_ms))
     ):
         return bypass_window(state, window, index, first_failed_ms, now_ms)
     delay_ms = retry_delay_ms(config.retry, config.stream_id, window.start_ms, window.retried_count)
-    window.due_ms = max(window.end_ms + config.delay_ms, now_ms + delay_ms)
+    # max() of the two without its call: the two checks above cost the failure path about as
+    # much as the call did (instructions per decision, docs/benchmarks.md)
+    due_ms = now_ms + delay_ms
+    earliest_ms = window.end_ms + config.delay_ms
+    window.due_ms = due_ms if due_ms > earliest_ms else earliest_ms
     return None
 
 
@@ -322,10 +328,10 @@ def _drop_undispatched_tail(state: StreamState) -> None:
 def _decide(
     state: StreamState,
     now_ms: int,
+    gate: Gate | None,
     bypasses: tuple[BypassRecord, ...] = (),
     timeouts: int = 0,
     requeues: int = 0,
-    gate: Gate | None = None,
 ) -> Decision:
     """Settle the finished prefix, generate windows up to the limit and dispatch what is due
     and admitted. The gate sees the state as it stands: windows sent before in this decision
