@@ -249,8 +249,8 @@ def advance(
 
 def _ack(state: StreamState, window: Window, index: int, ack_ms: int, now_ms: int) -> None:
     """Finish (start, ack_ms]; what remains of a partially acked window stays to do."""
-    # held_ms called only for a held window: no call more per ack (each one costs about 100
-    # instructions, and the gate's fields cost the ack path about as much: docs/benchmarks.md)
+    # held_ms is called only for a held window: the call cost every ack about 400 instructions,
+    # more than the gate's fields and checks add to it (docs/benchmarks.md, issue 29)
     held = None if window.held_since_ms is None else held_ms(window, now_ms)
     window.closed.append(CommittedWindow(window.start_ms, ack_ms, "ack", window.attempt, held))
     is_last = index == len(state.windows) - 1
@@ -306,8 +306,8 @@ def _fail(
     ):
         return bypass_window(state, window, index, first_failed_ms, now_ms)
     delay_ms = retry_delay_ms(config.retry, config.stream_id, window.start_ms, window.retried_count)
-    # max() of the two without its call: the two checks above cost the failure path about as
-    # much as the call did (instructions per decision, docs/benchmarks.md)
+    # max() of the two without its call, about 1,000 instructions per failure: more than the
+    # wait's checks add to it (docs/benchmarks.md, issue 29)
     due_ms = now_ms + delay_ms
     earliest_ms = window.end_ms + config.delay_ms
     window.due_ms = due_ms if due_ms > earliest_ms else earliest_ms
