@@ -12,6 +12,9 @@ def next_due_ms(state: StreamState, deadlines: bool = True) -> int | None:
 
     `deadlines=False`: the earliest dispatch alone (what `advance(..., expire=False)` does).
     A finished or deleted stream has nothing due (its collection is `retention.scavenge_due_ms`).
+    A window the gate denied (streams.core.gate) is due as before, at its `due_ms`, now or
+    past: this knows no gate, so a coordinator that asks one parks the streams it keeps
+    waiting itself (it alone knows when its gate may admit), rather than spinning on them.
     """
     earliest: int | None = None
     paused = state.paused

@@ -3,15 +3,20 @@
 | input                   | rule                                                                  |
 |-------------------------|-----------------------------------------------------------------------|
 | generation              | windows (frontier, frontier + window_ms], at most max_in_flight       |
-| dispatch                | when not paused and now >= due_ms (end_ms + delay_ms, or retry time); |
-|                         | attempt += 1, deadline_ms = now + task_timeout_ms                     |
+| dispatch                | when not paused, now >= due_ms (end_ms + delay_ms, or retry time) and |
+|                         | the gate admits it: attempt += 1, deadline_ms = now + task_timeout_ms |
+| denied by the gate      | not dispatched: attempt, due_ms, deadline_ms unchanged; it waits      |
+|   (core.gate)           | (waiting_since_ms, core.waiting), asked again at every decision. Due  |
+|                         | windows are asked in order; a denial blocks none after it             |
 | ack of any dispatched   | (start, ack_ms] is finished. A partial ack of the last window moves   |
 |   attempt               | the frontier to ack_ms; of an earlier one leaves (ack_ms, end] to do  |
 | nack "shutdown"         | requeued at once; the retry budget is untouched, for a window's first |
 |                         | SHUTDOWN_REQUEUES_MAX; later ones are failures (as the next row)      |
 | nack or passed deadline | a failure: bypass if the kind is non-retryable, max_attempts failed   |
-|   of the current attempt| or now - first_failed_ms >= bypass_after_ms (unless held: core.hold); |
-|                         | else retry when due                                                   |
+|   of the current attempt| or now - first_failed_ms - waited_ms >= bypass_after_ms (waited_ms:   |
+|                         | its waits for admission since the first failure), unless held         |
+|                         | (core.hold: outage_max_hold_ms of wall time, waits included, from the |
+|                         | failure where this rule first held); else retry when due              |
 | bypass                  | closes the last window at trunc(end_ms, step_ms) if that is after its |
 |                         | start (the frontier restarts there), any other at end_ms              |
 | heartbeat, current      | deadline_ms = now + task_timeout_ms                                   |
@@ -40,12 +45,15 @@
 Time is an argument (`now_ms`). Every function updates the state it is given IN PLACE and returns
 it in the Decision: a caller that needs the old state must keep a copy (`state_to_dict`). A rejected
 or ignored input leaves the state exactly as it was (every check runs before any mutation), and
-every accepted input ends by dispatching whatever is due at `now_ms`.
+every accepted input ends by dispatching whatever is due at `now_ms` and the `gate` admits (every
+function that dispatches takes one: streams.core.gate; None, the default, admits everything).
 """
 
 from __future__ import annotations
 
+from streams.core.bypass import bypass_window
 from streams.core.config import StreamConfig
+from streams.core.gate import Gate
 from streams.core.hold import bypass_held, held_ms
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
@@ -72,6 +80,7 @@ from streams.core.results import (
     result_problem,
 )
 from streams.core.retry import retry_delay_ms
+from streams.core.waiting import denied, end_wait, end_waits
 
 # The nack kind of a worker that stopped before finishing a task (streams.worker.api.SHUTDOWN).
 SHUTDOWN_KIND = "shutdown"
@@ -86,12 +95,14 @@ SHUTDOWN_REQUEUES_MAX = 10
 NEVER_DISPATCHED = "window was never dispatched"
 
 
-def create_state(config: StreamConfig, now_ms: int) -> Decision:
+def create_state(config: StreamConfig, now_ms: int, gate: Gate | None = None) -> Decision:
     """Create a stream at `now_ms`: the same as `apply_control(None, Upsert(config), now_ms)`."""
-    return apply_control(None, Upsert(config), now_ms)
+    return apply_control(None, Upsert(config), now_ms, gate)
 
 
-def apply_control(state: StreamState | None, control: Control, now_ms: int) -> Decision:
+def apply_control(
+    state: StreamState | None, control: Control, now_ms: int, gate: Gate | None = None
+) -> Decision:
     """Apply an Upsert, Pause, Resume or Delete.
 
     An Upsert of an existing stream replaces its config; `config.start_ms` is then ignored, because
@@ -114,7 +125,7 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
         else:
             state.config = config
             _drop_undispatched_tail(state)
-        return _decide(state, now_ms)
+        return _decide(state, now_ms, gate)
     if not isinstance(control, Pause | Resume | Delete):
         return Decision(state, rejected="unknown control")
     if state is None:
@@ -131,12 +142,18 @@ def apply_control(state: StreamState | None, control: Control, now_ms: int) -> D
         state.windows = []
         state.paused = False
         return Decision(state)
+    if isinstance(control, Pause) and not state.paused:
+        end_waits(state, now_ms)  # a paused stream asks nothing
     state.paused = isinstance(control, Pause)
-    return _decide(state, now_ms)
+    return _decide(state, now_ms, gate)
 
 
 def apply_result(
-    state: StreamState | None, result: Result, now_ms: int, max_hold_ms: int = 0
+    state: StreamState | None,
+    result: Result,
+    now_ms: int,
+    max_hold_ms: int = 0,
+    gate: Gate | None = None,
 ) -> Decision:
     """Apply a worker's ack, nack or heartbeat (see the rule table above).
 
@@ -178,21 +195,25 @@ def apply_result(
     if outcome == "ack":
         assert result.ack_ms is not None  # checked by result_problem
         _ack(state, window, index, result.ack_ms, now_ms)
-        return _decide(state, now_ms)
+        return _decide(state, now_ms, gate)
     if result.attempt < window.attempt or not window.in_flight:
         return Decision(state, ignored="stale")
     if outcome == "heartbeat":
         window.deadline_ms = now_ms + state.config.task_timeout_ms
-        return _decide(state, now_ms)
+        return _decide(state, now_ms, gate)
     error = result.error or NACK_WITHOUT_ERROR
     bypass = _fail(state, window, index, error, now_ms, max_hold_ms)
     if bypass is None:
-        return _decide(state, now_ms, requeues=1)
-    return _decide(state, now_ms, bypasses=(bypass,))
+        return _decide(state, now_ms, gate, requeues=1)
+    return _decide(state, now_ms, gate, (bypass,))
 
 
 def advance(
-    state: StreamState | None, now_ms: int, expire: bool = True, max_hold_ms: int = 0
+    state: StreamState | None,
+    now_ms: int,
+    expire: bool = True,
+    max_hold_ms: int = 0,
+    gate: Gate | None = None,
 ) -> Decision:
     """The time-driven step: fail every attempt whose deadline passed, then dispatch what is due.
 
@@ -210,7 +231,7 @@ def advance(
         if state.deleted_ms is not None:
             return Decision(state)
     if not expire:
-        return _decide(state, now_ms)
+        return _decide(state, now_ms, gate)
     timeouts = requeues = 0
     bypasses: list[BypassRecord] = []
     for index, window in enumerate(state.windows):
@@ -223,14 +244,17 @@ def advance(
                 requeues += 1
             else:
                 bypasses.append(bypass)
-    return _decide(state, now_ms, tuple(bypasses), timeouts, requeues)
+    return _decide(state, now_ms, gate, tuple(bypasses), timeouts, requeues)
 
 
 def _ack(state: StreamState, window: Window, index: int, ack_ms: int, now_ms: int) -> None:
     """Finish (start, ack_ms]; what remains of a partially acked window stays to do."""
-    held = held_ms(window, now_ms)
+    # held_ms is called only for a held window: the call cost every ack about 400 instructions,
+    # more than the gate's fields and checks add to it (docs/benchmarks.md, issue 29)
+    held = None if window.held_since_ms is None else held_ms(window, now_ms)
     window.closed.append(CommittedWindow(window.start_ms, ack_ms, "ack", window.attempt, held))
     is_last = index == len(state.windows) - 1
+    window.waiting_since_ms = None  # a late ack of an earlier attempt ends a wait
     if ack_ms == window.end_ms or is_last:
         window.finished = True
         window.in_flight = False
@@ -241,7 +265,7 @@ def _ack(state: StreamState, window: Window, index: int, ack_ms: int, now_ms: in
     # A later window already starts at end_ms: the remainder is a fresh window, due at once.
     window.start_ms = ack_ms
     window.due_ms = window.end_ms + state.config.delay_ms
-    window.attempt = window.retried_count = 0
+    window.attempt = window.retried_count = window.waited_ms = 0
     window.in_flight = False
     window.dispatched_ms = window.deadline_ms = window.first_failed_ms = None
     window.last_error = window.held_since_ms = None
@@ -271,44 +295,23 @@ def _fail(
     first_failed_ms = window.first_failed_ms
     if first_failed_ms is None:
         first_failed_ms = window.first_failed_ms = now_ms
+    failing_ms = now_ms - first_failed_ms  # the budget spent: waits for admission left out
+    if window.waited_ms:
+        failing_ms -= window.waited_ms
     max_attempts = config.max_attempts
     if (
         error.kind in config.non_retryable
         or (max_attempts is not None and window.retried_count >= max_attempts)
-        or (
-            now_ms - first_failed_ms >= config.bypass_after_ms
-            and not bypass_held(window, now_ms, max_hold_ms)
-        )
+        or (failing_ms >= config.bypass_after_ms and not bypass_held(window, now_ms, max_hold_ms))
     ):
-        return _bypass(state, window, index, first_failed_ms, now_ms)
+        return bypass_window(state, window, index, first_failed_ms, now_ms)
     delay_ms = retry_delay_ms(config.retry, config.stream_id, window.start_ms, window.retried_count)
-    window.due_ms = max(window.end_ms + config.delay_ms, now_ms + delay_ms)
+    # max() of the two without its call, about 1,000 instructions per failure: more than the
+    # wait's checks add to it (docs/benchmarks.md, issue 29)
+    due_ms = now_ms + delay_ms
+    earliest_ms = window.end_ms + config.delay_ms
+    window.due_ms = due_ms if due_ms > earliest_ms else earliest_ms
     return None
-
-
-def _bypass(
-    state: StreamState, window: Window, index: int, first_failed_ms: int, now_ms: int
-) -> BypassRecord:
-    """Give the window up. The last window closes at its end truncated to step_ms."""
-    end_ms = window.end_ms
-    if index == len(state.windows) - 1:
-        truncated_ms = end_ms - end_ms % state.config.step_ms
-        if truncated_ms > window.start_ms:
-            end_ms = truncated_ms
-        state.frontier_ms = end_ms
-    window.finished = True
-    held = held_ms(window, now_ms)
-    window.closed.append(CommittedWindow(window.start_ms, end_ms, "bypass", window.attempt, held))
-    return BypassRecord(
-        stream_id=state.config.stream_id,
-        start_ms=window.start_ms,
-        end_ms=end_ms,
-        attempts=window.retried_count,
-        first_failed_ms=first_failed_ms,
-        bypassed_ms=now_ms,
-        last_error=window.last_error,
-        dispatches=window.attempt,
-    )
 
 
 def _drop_undispatched_tail(state: StreamState) -> None:
@@ -325,11 +328,14 @@ def _drop_undispatched_tail(state: StreamState) -> None:
 def _decide(
     state: StreamState,
     now_ms: int,
+    gate: Gate | None,
     bypasses: tuple[BypassRecord, ...] = (),
     timeouts: int = 0,
     requeues: int = 0,
 ) -> Decision:
-    """Settle the finished prefix, generate windows up to the limit and dispatch what is due."""
+    """Settle the finished prefix, generate windows up to the limit and dispatch what is due
+    and admitted. The gate sees the state as it stands: windows sent before in this decision
+    are in flight."""
     config = state.config
     windows = state.windows
     while windows:
@@ -361,6 +367,10 @@ def _decide(
     tasks: list[Task] = []
     for window in windows:
         if window.due_ms <= now_ms and not window.in_flight and not window.finished:
+            if gate is not None and denied(gate, state, window, now_ms):
+                continue
+            if window.waiting_since_ms is not None:
+                end_wait(window, now_ms)
             attempt = window.attempt = window.attempt + 1
             deadline_ms = now_ms + config.task_timeout_ms
             window.in_flight = True

@@ -137,6 +137,9 @@ class Window:
     `downstream_ms`: the prefix before `start_ms` left by partial acks, and, once `finished`, the
     window's own closing interval. `held_since_ms`: when the outage guard first held the
     window's time-based bypass (the failure at which the seed's rule would have bypassed it).
+    `waiting_since_ms`: when the gate first denied the window's pending dispatch (None: it does
+    not wait); `waited_ms`: how long it waited for admission after its first failure, which its
+    time-based bypass does not count (streams.core.waiting).
     """
 
     start_ms: int
@@ -152,6 +155,8 @@ class Window:
     finished: bool = False
     closed: list[CommittedWindow] = field(default_factory=list)
     held_since_ms: int | None = None
+    waiting_since_ms: int | None = None
+    waited_ms: int = 0
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from streams.core._checks import MAX_DURATION_MS, MAX_SAFE_INT, check_float, check_int
+from streams.core.gate import Gate
 from streams.core.lifecycle import advance
 from streams.core.model import Decision, StreamState
 from streams.errors import InvalidInput
@@ -104,8 +105,10 @@ def held_in_flight_before(state: StreamState, at_ms: int) -> bool:
     return False
 
 
-def release(state: StreamState, now_ms: int) -> Decision:
-    """The source recovered: every held window waiting for its retry is dispatched at once.
+def release(state: StreamState, now_ms: int, gate: Gate | None = None) -> Decision:
+    """The source recovered: every held window waiting for its retry is dispatched at once, as
+    far as `gate` admits it (streams.core.gate: a denied one is due and waits, and is asked
+    again at every later decision).
 
     A held window's time budget is spent, so its next failure bypasses it (unless its source is
     in outage again); its next ack commits with `held_ms`. A paused stream dispatches nothing
@@ -116,4 +119,4 @@ def release(state: StreamState, now_ms: int) -> Decision:
     for window in state.windows:
         if window.held_since_ms is not None and not window.in_flight and not window.finished:
             window.due_ms = min(window.due_ms, now_ms)
-    return advance(state, now_ms, expire=False)
+    return advance(state, now_ms, expire=False, gate=gate)

@@ -7,7 +7,8 @@
 | replay(from_ms, to_ms)     | listed windows overlapping (from_ms, to_ms] are queued; none:     |
 |                            | rejected                                                          |
 | dispatch                   | queued windows the live lane has passed (end_ms <= downstream_ms) |
-|                            | go out while fewer than `concurrency` are in flight, as tasks     |
+|                            | go out while fewer than `concurrency` are in flight and the gate  |
+|                            | admits them (lane "replay"; a denied one stays queued), as tasks  |
 |                            | marked replay, of the stream's incarnation, numbered after every  |
 |                            | attempt of the window so far (live or replay): a replay task id   |
 |                            | never equals a live one                                           |
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.core._checks import check_int
+from streams.core.gate import Gate
 from streams.core.lanes import replay_window
 from streams.core.model import (
     NACK_WITHOUT_ERROR,
@@ -179,9 +181,11 @@ def request(
     to_ms: int,
     concurrency: int,
     now_ms: int,
+    gate: Gate | None = None,
 ) -> ReplayDecision:
     """Queue every listed window overlapping (from_ms, to_ms] and dispatch what fits (see
-    `_dispatch`: a window the live lane has not passed yet waits for it)."""
+    `_dispatch`: a window the live lane has not passed yet waits for it). `gate`, here and in
+    every function that dispatches: asked before each dispatch (streams.core.gate)."""
     if to_ms <= from_ms:
         return ReplayDecision(rejected="to_ms: must be after from_ms")
     matched = [w for w in state.listed if w.start_ms < to_ms and w.end_ms > from_ms]
@@ -190,7 +194,7 @@ def request(
     for window in matched:
         if not window.attempt:
             window.queued = True
-    return ReplayDecision(tasks=_dispatch(state, live, concurrency, now_ms))
+    return ReplayDecision(tasks=_dispatch(state, live, concurrency, now_ms, gate))
 
 
 def on_result(
@@ -199,6 +203,7 @@ def on_result(
     result: Result,
     concurrency: int,
     now_ms: int,
+    gate: Gate | None = None,
 ) -> ReplayDecision | None:
     """Handle a result of the replay lane; None when the result is not for this lane.
 
@@ -225,7 +230,7 @@ def on_result(
             return ReplayDecision(ignored="early")
         state.listed.remove(window)
         done = CommittedWindow(window.start_ms, window.end_ms, "replayed", window.attempt)
-        tasks = _dispatch(state, live, concurrency, now_ms)
+        tasks = _dispatch(state, live, concurrency, now_ms, gate)
         return ReplayDecision(tasks=tasks, replayed=(done,))
     if result.attempt < window.attempt:
         return ReplayDecision(ignored="stale")
@@ -234,7 +239,8 @@ def on_result(
         return ReplayDecision()
     error = result.error or NACK_WITHOUT_ERROR
     record = _fail(state, window, error)
-    return ReplayDecision(tasks=_dispatch(state, live, concurrency, now_ms), relisted=(record,))
+    tasks = _dispatch(state, live, concurrency, now_ms, gate)
+    return ReplayDecision(tasks=tasks, relisted=(record,))
 
 
 def advance(
@@ -243,6 +249,7 @@ def advance(
     concurrency: int,
     now_ms: int,
     expire: bool = True,
+    gate: Gate | None = None,
 ) -> ReplayDecision:
     """Fail replay attempts whose deadline passed, then dispatch what fits.
 
@@ -256,7 +263,7 @@ def advance(
             if window.attempt and window.deadline_ms <= now_ms:
                 error = ErrorInfo("timeout", f"no result for the replay by {window.deadline_ms}")
                 relisted.append(_fail(state, window, error))
-    tasks = _dispatch(state, live, concurrency, now_ms)
+    tasks = _dispatch(state, live, concurrency, now_ms, gate)
     return ReplayDecision(tasks=tasks, relisted=tuple(relisted), timeouts=len(relisted))
 
 
@@ -264,7 +271,8 @@ def next_due_ms(
     state: ReplayState, live: StreamState, concurrency: int, deadlines: bool = True
 ) -> int | None:
     """The earliest `now_ms` at which `advance` would change something, or None if never: 0
-    when a queued window can go out at once (the live lane has just passed it).
+    when a queued window can go out at once (the live lane has just passed it), whatever a
+    gate would answer: a coordinator with a gate parks the streams it denied itself.
 
     `deadlines=False`: dispatches alone (what `advance(..., expire=False)` does)."""
     if _dispatchable(state, live, concurrency):
@@ -291,10 +299,11 @@ def _dispatchable(state: ReplayState, live: StreamState, concurrency: int) -> bo
 
 
 def _dispatch(
-    state: ReplayState, live: StreamState, concurrency: int, now_ms: int
+    state: ReplayState, live: StreamState, concurrency: int, now_ms: int, gate: Gate | None
 ) -> tuple[Task, ...]:
     """Send queued windows while fewer than `concurrency` are in flight, the oldest first, each
-    once the live lane has passed it (downstream_ms >= its end)."""
+    once the live lane has passed it (downstream_ms >= its end) and the gate admits it (a
+    denied one blocks none after it, as in the live lane)."""
     free = concurrency - state.in_flight
     config = live.config
     downstream_ms = live.downstream_ms
@@ -304,27 +313,21 @@ def _dispatch(
             break
         if not window.queued or window.end_ms > downstream_ms:
             continue
+        if gate is not None and not gate.admit(
+            live, window.start_ms, window.end_ms, "replay", now_ms
+        ):
+            continue
         window.queued = False
         window.replays += 1
         window.attempt = window.last_attempt
         window.deadline_ms = now_ms + config.task_timeout_ms
         free -= 1
-        tasks.append(
-            Task(
-                task_id(state.stream_id, window.start_ms, window.attempt),
-                state.stream_id,
-                window.start_ms,
-                window.end_ms,
-                config.step_ms,
-                window.attempt,
-                now_ms,
-                window.deadline_ms,
-                config.params,
-                replay=True,
-                incarnation=live.incarnation,
-                pipeline=config.pipeline,
-            )
-        )
+        start_ms, attempt = window.start_ms, window.attempt
+        tasks.append(Task(
+            task_id(state.stream_id, start_ms, attempt), state.stream_id, start_ms, window.end_ms,
+            config.step_ms, attempt, now_ms, window.deadline_ms, config.params, replay=True,
+            incarnation=live.incarnation, pipeline=config.pipeline,
+        ))  # fmt: skip
     return tuple(tasks)
 
 

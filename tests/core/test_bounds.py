@@ -34,6 +34,8 @@ from streams.core import (
 )
 from streams.core._checks import MAX_DURATION_MS, MAX_MS, MAX_SAFE_INT, MAX_TIME_MS
 from streams.core.config import MAX_IN_FLIGHT
+from streams.core.gate import Gate
+from streams.core.lanes import Lane
 from streams.errors import InvalidInput
 from streams.wire import BypassedMessage, TaskMessage, decode_control
 
@@ -169,21 +171,53 @@ def result_for(state: StreamState, op: str, pick: int, now_ms: int) -> Result | 
     return Result(*args, "nack", error=ErrorInfo(kind, f"failed at {now_ms}"))
 
 
-@settings(
+class ScriptGate:
+    """Admits or denies by a script, over and over (streams.core.gate)."""
+
+    def __init__(self, script: list[bool]) -> None:
+        self.script = script
+        self.asks = 0
+
+    def admit(
+        self, state: StreamState, start_ms: int, end_ms: int, lane: Lane, now_ms: int
+    ) -> bool:
+        self.asks += 1
+        return self.script[self.asks % len(self.script)]
+
+
+BOUNDS_SETTINGS = settings(
     max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@BOUNDS_SETTINGS
 @given(st.data(), upserts())
 def test_any_accepted_config_keeps_every_state_readable(
     data: st.DataObject, fields: dict[str, Any]
 ) -> None:
+    _drive(data, fields, None)
+
+
+@BOUNDS_SETTINGS
+@given(st.data(), upserts(), st.lists(st.booleans(), min_size=1, max_size=8))
+def test_waits_for_a_gate_keep_every_state_readable(
+    data: st.DataObject, fields: dict[str, Any], script: list[bool]
+) -> None:
+    """The same with a gate that denies dispatches by a script: a window's wait
+    (waiting_since_ms, waited_ms) stays within what the codec reads, the clock stepping back
+    included."""
+    _drive(data, fields, ScriptGate(script))
+
+
+def _drive(data: st.DataObject, fields: dict[str, Any], gate: Gate | None) -> None:
     upsert = decoded(fields)
     event("accepted" if upsert is not None else "rejected")
     if upsert is None:
         return
     now_ms = data.draw(times, "created at")
-    decision = create_state(upsert.config, now_ms)
+    decision = create_state(upsert.config, now_ms, gate=gate)
     check_readable(decision)
     for _ in range(data.draw(st.integers(1, 25), "steps")):
         state = decision.state
@@ -199,18 +233,20 @@ def test_any_accepted_config_keeps_every_state_readable(
         )
         op = data.draw(st.sampled_from(OPS), "op")
         if op == "advance":
-            decision = advance(state, now_ms)
+            decision = advance(state, now_ms, gate=gate)
         elif op == "upsert":
             again = decoded({**data.draw(upserts(), "reconfigured"), "stream_id": "s"})
-            decision = decision if again is None else apply_control(state, again, now_ms)
+            decision = decision if again is None else apply_control(state, again, now_ms, gate)
         elif op == "pause":
             control = Resume("s") if state.paused else Pause("s")
-            decision = apply_control(state, control, now_ms)
+            decision = apply_control(state, control, now_ms, gate)
         else:
             result = result_for(state, op, data.draw(st.integers(0, 999), "window"), now_ms)
             if result is None:
-                decision = advance(state, now_ms)
+                decision = advance(state, now_ms, gate=gate)
             else:
-                decision = apply_result(state, result, now_ms)
+                decision = apply_result(state, result, now_ms, gate=gate)
                 assert decision.rejected is None, decision.rejected
         check_readable(decision)
+        if decision.state is not None and any(w.waited_ms for w in decision.state.windows):
+            event("a window waited after a failure")
