@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from streams.coordinator.settings import CoordinatorSettings
 from streams.core import OutagePolicy, SourceCounts, in_outage
-from streams.errors import InvalidInput
 from streams.humanize import format_duration
+from streams.kafka.compacted import LatestEntries
 from streams.kafka.settings import KafkaSettings
-from streams.kafka.topic_io import TopicReader, TopicRecord
 from streams.wire import HealthMessage, decode_health
 
 
@@ -73,12 +72,10 @@ class HealthReader:
     """The `health` topic read to its end, each call going on where the last one stopped."""
 
     def __init__(self, settings: KafkaSettings, topic: str) -> None:
-        self._reader = TopicReader(settings, [topic], f"{topic}-reader")
-        self._entries: dict[bytes, HealthMessage] = {}
+        self._entries = LatestEntries(settings, topic, decode_health)
 
     def refresh(self, timeout_s: float) -> list[HealthMessage]:
-        self._reader.read(timeout_s, self._apply)
-        return list(self._entries.values())
+        return list(self._entries.read(timeout_s).values())
 
     def outages(self, now_ms: int, timeout_s: float = 5.0) -> list[SourceOutage]:
         """Read on, and the sources in outage now (the guard's settings from the environment)."""
@@ -86,21 +83,8 @@ class HealthReader:
         entries = self.refresh(timeout_s)
         return outages_of(entries, now_ms, coordinator.outage, coordinator.health_stale_ms)
 
-    def _apply(self, records: list[TopicRecord]) -> None:
-        for record in records:
-            if record.key is None:
-                continue
-            try:
-                entry = decode_health(record.key, record.value)
-            except InvalidInput:
-                continue
-            if entry is None:
-                self._entries.pop(record.key, None)
-            else:
-                self._entries[record.key] = entry
-
     def close(self) -> None:
-        self._reader.close()
+        self._entries.close()
 
 
 def read_outages(

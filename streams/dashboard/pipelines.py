@@ -8,13 +8,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streams.errors import BrokerUnavailable, InvalidInput
+from streams.errors import BrokerUnavailable
+from streams.kafka.compacted import LatestEntries
 from streams.kafka.registry import pipeline_lags
 from streams.kafka.settings import KafkaSettings
-from streams.kafka.topic_io import TopicReader, TopicRecord
 from streams.registry import pipeline_doc, pipelines
 from streams.topics import Topics
-from streams.wire import PipelineMessage, decode_pipeline
+from streams.wire import decode_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,7 @@ class PipelinesReader:
         self.every_ms = every_ms
         self._settings = settings
         self._topics = topics
-        self._reader = TopicReader(settings, [topics.pipelines], f"{topics.pipelines}-reader")
-        self._entries: dict[bytes, PipelineMessage] = {}
+        self._entries = LatestEntries(settings, topics.pipelines, decode_pipeline)
         self._docs: list[dict[str, Any]] = []
         self._read_ms: int | None = None
 
@@ -42,8 +41,7 @@ class PipelinesReader:
         if last is not None and 0 <= now_ms - last < self.every_ms:
             return self._docs
         self._read_ms = now_ms
-        self._reader.read(timeout_s, self._apply)
-        found = pipelines(self._entries.values(), now_ms, streams())
+        found = pipelines(self._entries.read(timeout_s).values(), now_ms, streams())
         try:
             lags = pipeline_lags(self._settings, self._topics, found.values(), timeout_s)
         except BrokerUnavailable as exc:  # the rest is still worth showing
@@ -55,18 +53,5 @@ class PipelinesReader:
         ]
         return self._docs
 
-    def _apply(self, records: list[TopicRecord]) -> None:
-        for record in records:
-            if record.key is None:
-                continue
-            try:
-                entry = decode_pipeline(record.key, record.value)
-            except InvalidInput:
-                continue
-            if entry is None:
-                self._entries.pop(record.key, None)
-            else:
-                self._entries[record.key] = entry
-
     def close(self) -> None:
-        self._reader.close()
+        self._entries.close()
