@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import random
 import re
+import time
 from pathlib import Path
 
 import pytest
 
+import streams.dev.broker.ports as ports
 from streams.dev.broker import LocalBroker, free_port, new_cluster_id
 from streams.dev.broker.jars import (
     ROOT,
@@ -88,3 +92,22 @@ def test_listening_ports_are_outside_the_ephemeral_range_so_no_client_can_hold_o
     ports = {free_port() for _ in range(50)}
     assert len(ports) > 1
     assert not [p for p in ports if low <= p <= high]
+
+
+def test_a_port_given_to_one_process_is_not_given_to_another_for_a_while(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker stopped for an outage leaves its port free; another test's process must not be
+    given it meanwhile (one was, and the broker could not restart on its port)."""
+    monkeypatch.setattr(ports, "_RESERVED", tmp_path)
+    first = free_port()
+    offered = iter([first, first, first])
+    choose = random.choice
+    monkeypatch.setattr(ports.random, "choice", lambda seq: next(offered, None) or choose(seq))
+    second = free_port()
+    assert second != first
+    # Once the claim is older than RESERVED_S, the port can be given again.
+    old_s = time.time() - ports.RESERVED_S - 1
+    os.utime(tmp_path / str(first), (old_s, old_s))
+    offered = iter([first])
+    assert free_port() == first
