@@ -14,7 +14,11 @@ are given, nothing is asked of a broker): the consumer is stalled when, for long
 
 Only an end that moved counts: a read_committed consumer's position stops one short of the end
 when the last record is a transaction marker (never delivered), and an end held back by an open
-transaction (the last stable offset) is no fault of the consumer. A partition paused on purpose
+transaction (the last stable offset) is no fault of the consumer. The cost: a consumer that
+stops right after a look that saw it progress, with records already waiting and none arriving
+after, is not said; from one look those records cannot be told from a tail it cannot read (a
+marker, an aborted transaction). The topics watched are written all along (tasks, `health`,
+`commits` during a run), so the next record moves the end. A partition paused on purpose
 (back-pressure) is left out by the caller.
 
 `KafkaProgress` asks a consumer and an admin client for those facts, and the caller renews the
