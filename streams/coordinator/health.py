@@ -256,8 +256,23 @@ class SourceHealth:
 
     # -- publishing ----------------------------------------------------------------------
 
-    def entries(self, now_ms: int) -> list[tuple[bytes, bytes]]:
-        """(key, value) of every built partition's entry when `publish_ms` has passed, else []."""
+    def demands(self, now_ms: int) -> dict[str, dict[int, int]]:
+        """Per source, each partition's published demand (in-flight plus waiting windows), from
+        every fresh entry of the view, this coordinator's own included: every coordinator
+        allocates a source's cap from the same numbers (streams.core.admission.share)."""
+        out: dict[str, dict[int, int]] = {}
+        for entry in self._view().values():
+            if now_ms - entry.published_ms >= self.stale_ms:
+                continue
+            for source, counts in entry.sources.items():
+                out.setdefault(source, {})[entry.partition] = counts.demand
+        return out
+
+    def entries(
+        self, now_ms: int, demand: Callable[[int, str], int] | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        """(key, value) of every built partition's entry when `publish_ms` has passed, else [].
+        `demand(partition, source)`: this coordinator's in-flight plus waiting windows there."""
         last = self._published_ms
         if last is not None and 0 <= now_ms - last < self.publish_ms:
             return []
@@ -270,6 +285,7 @@ class SourceHealth:
                     failing=f,
                     total=t,
                     outage_since_ms=outages[source].since_ms if source in outages else None,
+                    demand=0 if demand is None else demand(p, source),
                 )
                 for source, (f, t) in self._counts.get(p, {}).items()
             }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from streams.coordinator.admission import Admission
 from streams.coordinator.announcer import Announcer, Message, send_all
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
@@ -50,6 +51,7 @@ class _Rejected(Exception):
 
 class Inputs:
     health: SourceHealth | None = None  # the outage guard (set by the Processor)
+    admission: Admission | None = None  # the gate before each dispatch (set by the Processor)
 
     def __init__(
         self,
@@ -142,7 +144,7 @@ class Inputs:
             state = record.state
         health = self.health
         hold_ms = 0 if health is None or state is None else health.hold_ms(state)
-        decision = apply_result(state, result, now_ms, hold_ms)
+        decision = apply_result(state, result, now_ms, hold_ms, self.admission)
         if (decision.rejected is not None or decision.ignored is not None) and self._settled(
             decision
         ):
@@ -162,7 +164,7 @@ class Inputs:
         if isinstance(control, Replay):
             self._replay_request(partition, record, control, now_ms)
             return
-        decision = apply_control(record.state if record else None, control, now_ms)
+        decision = apply_control(record.state if record else None, control, now_ms, self.admission)
         if not self._settled(decision):
             self.apply(partition, stream_id, record, decision, now_ms)
 
@@ -173,7 +175,7 @@ class Inputs:
         except InvalidInput:
             record = None
         if record is not None:
-            decision = apply_control(record.state, control, now_ms)
+            decision = apply_control(record.state, control, now_ms, self.admission)
             if decision.rejected is None:
                 self.apply(partition, stream_id, record, decision, now_ms)
                 return
@@ -229,6 +231,8 @@ class Inputs:
             stats["requeues"] += decision.requeues
         if self.health is not None:
             self.health.note(partition, stream_id, state)
+        if self.admission is not None:
+            self.admission.note(partition, stream_id, state, now_ms)
         if state is None:
             self.records.delete(stream_id)
             if self.replays is not None:
@@ -296,7 +300,7 @@ class Inputs:
         replay."""
         if stream_id is None:
             stream_id = record.state.config.stream_id
-        wake = next_due_ms(record.state)
+        wake = next_due_ms(record.state, parked=self.admission is not None)
         if flush_at is not None and (wake is None or flush_at < wake):
             wake = flush_at
         replays = self.replays

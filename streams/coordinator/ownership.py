@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 
 from streams import clock
+from streams.coordinator.admission import Admission
 from streams.coordinator.announcer import Announcer, send_all
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
@@ -52,6 +53,7 @@ BUILD_SLICE = 2000
 
 class Ownership:
     health: SourceHealth | None = None  # the outage guard (set by the Processor)
+    admission: Admission | None = None  # the gate before each dispatch (set by the Processor)
 
     def __init__(
         self,
@@ -120,6 +122,8 @@ class Ownership:
             self.metrics.drop_partition(p)
         if self.health is not None:
             self.health.forget(revoked)
+        if self.admission is not None:
+            self.admission.forget(revoked)
         if revoked:
             owned = self.owned_by(revoked)
             self.records.forget(owned)
@@ -261,8 +265,9 @@ class Ownership:
         if self.health is not None:
             hold_ms = self.health.hold_ms(state)
             if not hold_ms and hold_started_ms(state) is not None:  # its source recovered
-                self.inputs.apply(partition, stream_id, record, release(state, now_ms), now_ms)
-        decision = advance(state, now_ms, expire, hold_ms)
+                released = release(state, now_ms, self.admission)
+                self.inputs.apply(partition, stream_id, record, released, now_ms)
+        decision = advance(state, now_ms, expire, hold_ms, self.admission)
         self.inputs.apply(partition, stream_id, record, decision, now_ms)
         if not expire and decision.state is not None:
             replays = self.replays
@@ -295,6 +300,7 @@ class Ownership:
         # Replays first: the scavenger's entry of a stream needs its oldest listed window.
         busy = [] if self.replays is None else self.replays.rebuild(owned)
         count = 0
+        backlog: dict[str, int] = {}  # per source, its streams due at the rebuild: paced
         # Records past what the cache holds may be indexed from their stored summaries (the
         # engine's records say whether they need every record decoded).
         for stream_id, summary, record in self.records.scan(owned):
@@ -311,6 +317,10 @@ class Ownership:
                 self.metrics.track_progress(p, stream_id, summary.downstream_ms, summary.in_flight)
             if self.health is not None:
                 self.health.note_counts(p, stream_id, summary.source, summary.failing, summary.held)
+            if self.admission is not None and summary.source is not None:
+                self.admission.note_rebuilt(p, stream_id, summary.source, summary.in_flight, now_ms)
+                if summary.wake_ms is not None and summary.wake_ms <= now_ms:
+                    backlog[summary.source] = backlog.get(summary.source, 0) + 1
             if record is not None and self.announcer.reannounce(record, now_ms):
                 self.records.save(stream_id, record, self.records.encode(record))
             view = self.views.rebuilt(stream_id, summary.view_owed, record, now_ms)
@@ -331,4 +341,6 @@ class Ownership:
         self.unbuilt -= partitions
         if self.health is not None:
             self.health.built(partitions)
+        if self.admission is not None and backlog:
+            self.admission.recover(backlog, now_ms)
         log.info("indexed %d streams of partitions %s", count, sorted(partitions))

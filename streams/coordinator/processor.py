@@ -23,9 +23,10 @@ changelog partition of the event being processed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from streams import clock
+from streams.coordinator.admission import Admission
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS
 from streams.coordinator.delivery import Delivery
 from streams.coordinator.health import SourceHealth
@@ -38,6 +39,7 @@ from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
+from streams.core.admission import SourceLimits
 from streams.kafka.partitioner import partition_of
 from streams.topics import Topics
 
@@ -58,6 +60,8 @@ class Processor:
     Kafka transaction, which commits outputs and state together at `checkpoint`).
     `monotonic_ms` is the clock of intervals inside the process (a tick's resend); window
     times use the `now_ms` each call passes.
+    `source_limits`: each source's limits as set (the `sources` view); with `health`, every
+    dispatch is admitted by them (streams.coordinator.admission); without, nothing is gated.
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
     passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
     at assignment, and deadlines of p count only from then (or after catch_up_max_ms).
@@ -78,6 +82,7 @@ class Processor:
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
         health: SourceHealth | None = None,
+        source_limits: Callable[[], Mapping[str, SourceLimits]] | None = None,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -143,6 +148,14 @@ class Processor:
         if health is not None:
             self._metrics.registry.register(OutageCollector(lambda: health.outages))
         self._inputs.health = self._ownership.health = health
+        # Admission needs the health view: each coordinator's share of a capped source is read
+        # from it.
+        self.admission = (
+            None
+            if source_limits is None or health is None
+            else Admission(source_limits, self._wake)
+        )
+        self._inputs.admission = self._ownership.admission = self.admission
 
     @property
     def metrics(self) -> CoordinatorMetrics:
@@ -175,8 +188,15 @@ class Processor:
         return frozenset(self._ownership.assigned)
 
     def partitions_to_tick(self, now_ms: int) -> list[int]:
-        """Owned partitions that need a tick now: unbuilt, or with something due."""
+        """Owned partitions that need a tick now: unbuilt, or with something due (streams kept
+        waiting by admission are woken first, when their source has room)."""
+        if self.admission is not None:
+            self.admission.pump(now_ms)
         return self._ownership.partitions_to_tick(now_ms)
+
+    def _wake(self, partition: int, stream_id: str, at_ms: int) -> None:
+        if partition in self._ownership.assigned:
+            self.index.set(partition, stream_id, at_ms)
 
     # -- inputs and time -----------------------------------------------------------------
 
@@ -224,12 +244,22 @@ class Processor:
         health = self.health
         if health is None:
             return
+        admission = self.admission
+        before = {outage.source: outage.held for outage in health.outages}
         for partition, stream_id in health.refresh(now_ms):
             if partition in self._ownership.assigned:
                 self.index.set(partition, stream_id, 0)
         topic = self.topics.health
-        for key, value in health.entries(now_ms):
+        entries = health.entries(now_ms, None if admission is None else admission.demand)
+        for key, value in entries:
             self.emitter.send(topic, key, value)
+        if admission is not None:
+            for outage in health.outages:
+                before.pop(outage.source, None)
+            if before:  # these ended: their held windows go out by a slow start
+                admission.recover(before, now_ms)
+            if entries:  # once a publish: a new view of every partition's demand
+                admission.refresh(now_ms, health.demands(now_ms), self._ownership.assigned)
 
     # -- the engine's unit of work -------------------------------------------------------
 
@@ -254,4 +284,6 @@ class Processor:
         if self.replays is not None:
             self.replays.reset()
         self.index.clear()
+        if self.admission is not None:
+            self.admission.reset()
         self._ownership.reset()

@@ -7,14 +7,15 @@ from __future__ import annotations
 from streams.core.model import StreamState
 
 
-def next_due_ms(state: StreamState, deadlines: bool = True) -> int | None:
+def next_due_ms(state: StreamState, deadlines: bool = True, parked: bool = False) -> int | None:
     """The earliest `now_ms` at which `advance` would change something, or None if never.
 
     `deadlines=False`: the earliest dispatch alone (what `advance(..., expire=False)` does).
     A finished or deleted stream has nothing due (its collection is `retention.scavenge_due_ms`).
     A window the gate denied (streams.core.gate) is due as before, at its `due_ms`, now or
-    past: this knows no gate, so a coordinator that asks one parks the streams it keeps
-    waiting itself (it alone knows when its gate may admit), rather than spinning on them.
+    past: this knows no gate. `parked=True` leaves such a window out, for a coordinator that
+    wakes the streams its gate keeps waiting itself (it alone knows when its gate may admit:
+    streams.coordinator.admission), rather than spinning on them.
     """
     earliest: int | None = None
     paused = state.paused
@@ -23,7 +24,7 @@ def next_due_ms(state: StreamState, deadlines: bool = True) -> int | None:
             if not deadlines:
                 continue
             at = window.deadline_ms
-        elif window.finished or paused:
+        elif window.finished or paused or (parked and window.waiting_since_ms is not None):
             continue
         else:
             at = window.due_ms

@@ -18,6 +18,11 @@ class SourceCountsModel(Wire):
     outage_since_ms: Ms | None = Field(
         default=None, description="since when the publisher has seen the source in outage"
     )
+    demand: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] = Field(
+        default=0,
+        description="windows of the source in flight or waiting for admission in the partition "
+        "(each coordinator's share of a capped source is allocated by it)",
+    )
 
 
 class HealthMessage(Wire):

@@ -5,13 +5,14 @@ leaves outage (issue 25, defect 8), in-process over tests/coordinator/fakes.py.
 over each minute (about `streams / 60` tasks a second), held once their budget (3 minutes) is
 spent; at `recover_ms` S answers again: the tasks in flight then ack, which ends the outage,
 and every held window waiting for its retry goes out at once (streams.core.outage.release: no
-pacing yet; the admission-control issue paces recovery). bench/outage_release_bench.py prints
-the figures for 600 streams.
+pacing without admission), or by a slow start with it (streams.coordinator.admission).
+bench/outage_release_bench.py prints the figures for 600 streams.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 from dataclasses import dataclass
 
 from streams.coordinator.health import SourceHealth
@@ -30,10 +31,13 @@ class Burst:
     before_per_s: float  # tasks a second during the outage, once every stream was held
     before_peak: int  # the most tasks one second dispatched then
     recovery_per_s: int  # the most tasks one second dispatched after S recovered (a tick step)
+    release_steps: tuple[int, ...]  # tasks in each of the 10 s from the outage's end
+    committed: int  # streams whose held window committed by the end
     released_twice: int  # held windows dispatched more than once in the second of recovery
 
 
-def release_burst(streams: int = 600, transactional: bool = False) -> Burst:
+def release_burst(streams: int = 600, transactional: bool = False, paced: bool = False) -> Burst:
+    """`paced`: with admission (no limits set: the default slow start of a recovery)."""
     d = Driver(partitions=6, transactional=transactional)
     health = SourceHealth(OutagePolicy(), "c1", dict, publish_ms=1_000, stale_ms=30_000)
     d.processor = Processor(
@@ -46,6 +50,7 @@ def release_burst(streams: int = 600, transactional: bool = False) -> Burst:
         monotonic_ms=lambda: d._last_now_ms,
         delivery=delivery(transactional),
         health=health,
+        source_limits=(lambda: {}) if paced else None,
     )
     ids = [f"s-{i}" for i in range(streams)]
     d.processor.on_assigned(range(6))
@@ -58,6 +63,7 @@ def release_burst(streams: int = 600, transactional: bool = False) -> Burst:
     per_step: list[tuple[int, int]] = []  # (now_ms, tasks that step)
     now_ms = created_ms
     held_at_recovery = 0
+    ended_ms: int | None = None
     while now_ms < recover_ms + 90 * SECOND_MS:
         d._last_now_ms = now_ms
         d.processor.health_tick(now_ms)
@@ -68,6 +74,8 @@ def release_burst(streams: int = 600, transactional: bool = False) -> Burst:
         per_step.append((now_ms, len(new)))
         if now_ms == recover_ms:
             held_at_recovery = health.outages[0].held if health.outages else 0
+        if ended_ms is None and now_ms >= recover_ms and not health.outages:
+            ended_ms = now_ms  # the outage guard saw S recover: the held windows go out
         for task in new:  # the worker answers at once: S down until recover_ms
             if now_ms < recover_ms:
                 d.result(nack(task), now_ms)
@@ -90,6 +98,8 @@ def release_burst(streams: int = 600, transactional: bool = False) -> Burst:
         before_peak=max(held),
         recovery_per_s=max(n for at_ms, n in per_step if at_ms >= recover_ms),
         released_twice=sum(1 for n in counts.values() if n > 1),
+        release_steps=tuple(n for at_ms, n in per_step if ended_ms and at_ms >= ended_ms)[:10],
+        committed=len({c["stream_id"] for c in d.commits()}),
     )
 
 
@@ -103,3 +113,20 @@ def test_a_recovered_source_gets_each_held_window_once_and_the_burst_is_measured
     assert burst.held == 600
     assert burst.released_twice == 0, burst
     assert burst.recovery_per_s <= 300, burst
+
+
+def test_a_paced_recovery_starts_small_and_doubles_and_every_held_window_commits() -> None:
+    """With admission (no limits set: the default pace_start of 4), the held windows go out by a
+    slow start once the guard sees the source recover: 4 tasks at first (the acks of each
+    second raise the level by one each), at most twice as many each next second,
+    until every held window has gone out once and committed."""
+    burst = release_burst(600, paced=True)
+    print(f"\n{burst}")
+    assert burst.held == 600
+    assert burst.released_twice == 0, burst
+    # steps[0] counts what the answers of the second before sent, before the guard knew
+    steps = burst.release_steps[1:]
+    assert steps[0] <= 8, burst  # 4 at the tick, 4 more as those 4 acked
+    assert all(b <= 2 * a for a, b in pairwise(steps) if a), burst
+    assert sum(steps) >= 300, burst  # the doubling reached every held window within 10 s
+    assert burst.committed == 600, burst

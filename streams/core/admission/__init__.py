@@ -5,7 +5,8 @@ out; the coordinator counts and dispatches.
 - `limits`: `SourceLimits`, a source's limits, and their JSON object (`limits_from_dict`).
 - `bucket`: `TokenBucket`, the rate of dispatches.
 - `pacing`: `Pacer`, the slow start of a recovery.
-- `share`: `allocate` and `grant`, each coordinator's share of a source's cap, and the bound.
+- `share`: `allocate`, `spread` and `grant`, each coordinator's share of a source's cap,
+  and the bound.
 - `gate`: `classify` and `SourceGate`, the decision before each dispatch (its rule table).
 """
 
@@ -27,7 +28,7 @@ from streams.core.admission.limits import (
     limits_to_dict,
 )
 from streams.core.admission.pacing import Pacer
-from streams.core.admission.share import Shares, allocate, grant
+from streams.core.admission.share import Shares, allocate, grant, spread
 
 __all__ = [
     "CATCHUP",
@@ -47,4 +48,5 @@ __all__ = [
     "grant",
     "limits_from_dict",
     "limits_to_dict",
+    "spread",
 ]

@@ -1,6 +1,6 @@
 """The admission gate: whether one of a source's windows may be dispatched now.
 
-Every window is of a **class** (`classify`): LIVE, a stream's latest window, just due (its end
+Every window is of a **class** (`classify`): LIVE, a stream's latest due window (its end
 within one `window_ms` of now); CATCHUP, an older window of the live lane (a restart, a start_ms
 in the past, a backlog after an outage); REPLAY, a window of the replay lane. A `SourceGate` per
 source and coordinator counts this coordinator's windows of the source by class, in flight and
@@ -82,15 +82,14 @@ _FLOOR = 1
 _ROOM = 2
 
 
-def classify(
-    window_end_ms: int, frontier_ms: int, now_ms: int, window_ms: int, lane: Lane
-) -> Class:
-    """A window's class: REPLAY on the replay lane; LIVE for the stream's latest window
-    (`window_end_ms >= frontier_ms`, the stream's frontier) whose end is within one `window_ms`
-    of `now_ms`; else CATCHUP. A stream with a `delay_ms` passes `now_ms - delay_ms`."""
+def classify(window_end_ms: int, now_ms: int, window_ms: int, lane: Lane) -> Class:
+    """A window's class: REPLAY on the replay lane; LIVE when its end is within one `window_ms`
+    of `now_ms` (the stream's latest due window: a stream's windows are due in order, at their
+    end, and those it generated ahead are not due yet); else CATCHUP. A stream with a
+    `delay_ms` passes `now_ms - delay_ms`."""
     if lane == "replay":
         return REPLAY
-    if window_end_ms >= frontier_ms and now_ms - window_end_ms <= window_ms:
+    if now_ms - window_end_ms <= window_ms:
         return LIVE
     return CATCHUP
 
@@ -173,10 +172,11 @@ class SourceGate:
         self.pacer.settle(self.demand())
         self._free = False
 
-    def start_recovery(self, now_ms: int) -> None:
-        """The source left outage, or this coordinator restarted with a backlog: pace."""
+    def start_recovery(self, now_ms: int, backlog: int = 0) -> None:
+        """The source left outage, or this coordinator restarted with a backlog (`backlog`: the
+        windows it releases, streams.core.admission.pacing): pace."""
         self.pacer.cap = self._share
-        self.pacer.start(now_ms)
+        self.pacer.start(now_ms, backlog)
         self._free = self.limits.is_unlimited and not self.pacer.active
 
     def waiting(self, klass: Class, delta: int) -> None:
@@ -187,12 +187,20 @@ class SourceGate:
     def answered(self, klass: Class, ok: bool) -> None:
         """A dispatch of `klass` that this gate admitted was answered (`ok`: not a failure; a
         timeout is one). A count already at 0 stays there (a result the gate did not count)."""
-        if self.in_flight[klass] > 0:
-            self.in_flight[klass] -= 1
+        flying = self.in_flight
+        before = flying[0] + flying[1] + flying[2]
+        if flying[klass] > 0:
+            flying[klass] -= 1
         pacer = self.pacer
         if pacer.active:
             if ok:
-                pacer.success(self.demand())
+                # Only answers within the paced level grow it: tasks sent before the recovery
+                # began (the retries whose acks ended the outage) are not its successes, and
+                # 150 of them took the level from 4 to 154 in one round.
+                if before <= pacer.level:
+                    pacer.success(self.demand())
+                else:
+                    pacer.settle(self.demand())
             else:
                 pacer.failure()
             if not pacer.active:

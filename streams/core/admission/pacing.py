@@ -14,8 +14,9 @@ gate uses `floor(level)`), the way TCP holds its congestion window:
 | `failure()`        | threshold = level / 2, level = max(1, level / 2) (multiplicative cut)|
 | end of a recovery  | with a cap: once level >= cap (the cap then bounds the source alone);|
 |                    | without one: once level >= demand, this coordinator's in flight plus |
-|                    | waiting windows of the source: the pace then holds nothing back, and |
-|                    | without a cap there is no other level at which to stop               |
+|                    | waiting windows of the source, and >= the backlog `start` was given  |
+|                    | (its held windows): the pace then holds nothing back, and without a  |
+|                    | cap there is no other level at which to stop                         |
 | `limit()`          | floor(level) while active, None when not pacing                      |
 
 The defaults, and why: `pace_start` 4 (streams.core.admission.limits: a handful of tasks to
@@ -41,7 +42,7 @@ from streams.core.admission.limits import DEFAULT_PACE_START
 class Pacer:
     """The paced concurrency of one source on this coordinator (see the module's table)."""
 
-    __slots__ = ("active", "cap", "level", "pace_start", "started_ms", "threshold")
+    __slots__ = ("active", "backlog", "cap", "level", "pace_start", "started_ms", "threshold")
 
     def __init__(self, cap: int | None = None, pace_start: int = DEFAULT_PACE_START) -> None:
         """`cap`: the concurrency this coordinator may reach (its share of the source's
@@ -54,10 +55,15 @@ class Pacer:
         self.threshold = math.inf
         self.active = False
         self.started_ms: int | None = None
+        self.backlog = 0
 
-    def start(self, now_ms: int) -> None:
+    def start(self, now_ms: int, backlog: int = 0) -> None:
         """A recovery begins (the source left outage, or the coordinator restarted with a
-        backlog): from `pace_start`, doubling up to the cap."""
+        backlog): from `pace_start`, doubling up to the cap. `backlog`: the windows known to be
+        released (the held streams): without a cap the recovery lasts until the level covers
+        them too, not only what is in flight or waiting at the moment (the held windows are
+        not waiting yet when the first answers come)."""
+        self.backlog = backlog
         cap = self.cap
         self.level = float(self.pace_start if cap is None else max(1, min(self.pace_start, cap)))
         self.threshold = math.inf if cap is None else float(cap)
@@ -88,7 +94,8 @@ class Pacer:
         if not self.active:
             return
         cap = self.cap
-        if (self.level >= cap) if cap is not None else (self.level >= demand):
+        wanted = demand if demand > self.backlog else self.backlog
+        if (self.level >= cap) if cap is not None else (self.level >= wanted):
             self._end()
 
     def limit(self) -> int | None:

@@ -109,6 +109,28 @@ def allocate(limit: int, demands: Mapping[int, int]) -> dict[int, int]:
     return shares
 
 
+def spread(limit: int, allocation: Mapping[int, int]) -> dict[int, int]:
+    """`allocation` with the part of `limit` it leaves unused spread over its partitions, evenly
+    (the lowest partition numbers get one more when it does not divide): the sum is then the
+    limit exactly (while there is a partition), and still the same for every coordinator.
+
+    Why: demand is a publish old when a coordinator reads it. A partition given only what it
+    wanted then could not dispatch a window that came due since until two views later (a rise
+    waits for two), although the cap has room: a single coordinator with a cap of 20 and a
+    demand of 5 a second ago would run at 5. The spare goes to every partition of the view, so
+    a coordinator owning all of them holds the whole limit, and the bound above (which asks
+    only that allocations add up to at most the limit) is unchanged."""
+    out = dict(allocation)
+    left = limit - sum(out.values())
+    if left <= 0 or not out:
+        return out
+    partitions = sorted(out)
+    each, extra = divmod(left, len(partitions))
+    for i, partition in enumerate(partitions):
+        out[partition] += each + (1 if i < extra else 0)
+    return out
+
+
 def grant(owned: Iterable[int], now: Mapping[int, int], before: Mapping[int, int]) -> int:
     """A coordinator's share: over the partitions it `owned`, the smaller of each one's
     allocation in the latest view (`now`) and the one before (`before`); 0 for a partition
@@ -123,7 +145,8 @@ def grant(owned: Iterable[int], now: Mapping[int, int], before: Mapping[int, int
 
 class Shares:
     """The two latest allocations of one source, as a coordinator keeps them: `update` at each
-    view read (once per publish), `grant(owned)` when its partitions or the view change."""
+    view read (once per publish), `grant(owned)` when its partitions or the view change. Each
+    allocation has the limit's unused part spread over the view's partitions (`spread`)."""
 
     __slots__ = ("before", "limit", "now")
 
@@ -135,7 +158,7 @@ class Shares:
     def update(self, demands: Mapping[int, int]) -> None:
         """A new view: every partition's demand for the source."""
         self.before = self.now
-        self.now = allocate(self.limit, demands)
+        self.now = spread(self.limit, allocate(self.limit, demands))
 
     def grant(self, owned: Iterable[int]) -> int:
         return grant(owned, self.now, self.before)

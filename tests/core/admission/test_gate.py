@@ -31,12 +31,12 @@ def _wait(gate: SourceGate, klass: Class, count: int) -> None:
 
 
 def test_classify_live_catchup_and_replay() -> None:
-    end = T0  # the stream's latest window ends at its frontier
-    assert classify(end, end, end + 5_000, MINUTE_MS, "live") is LIVE
-    assert classify(end, end, end + MINUTE_MS, MINUTE_MS, "live") is LIVE
-    assert classify(end, end, end + MINUTE_MS + 1, MINUTE_MS, "live") is CATCHUP  # stale
-    assert classify(end - MINUTE_MS, end, end + 5_000, MINUTE_MS, "live") is CATCHUP  # older
-    assert classify(end, end, end + 5_000, MINUTE_MS, "replay") is REPLAY
+    end = T0
+    assert classify(end, end + 5_000, MINUTE_MS, "live") is LIVE
+    assert classify(end, end + MINUTE_MS, MINUTE_MS, "live") is LIVE
+    assert classify(end, end + MINUTE_MS + 1, MINUTE_MS, "live") is CATCHUP  # stale
+    assert classify(end - MINUTE_MS, end + 5_000, MINUTE_MS, "live") is CATCHUP  # older
+    assert classify(end, end + 5_000, MINUTE_MS, "replay") is REPLAY
 
 
 def test_the_backfill_floor_rounds_up_and_leaves_live_a_slot() -> None:

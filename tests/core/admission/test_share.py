@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core.admission import Shares, allocate, grant
+from streams.core.admission import Shares, allocate, grant, spread
 
 demand_maps = st.dictionaries(st.integers(0, 63), st.integers(0, 50), max_size=12)
 
@@ -76,6 +76,29 @@ def test_a_rise_waits_for_two_views_and_a_cut_is_at_once() -> None:
     assert grant([0, 1, 7], {0: 3, 1: 4}, {0: 5, 7: 2}) == 3
 
 
+def test_the_unused_limit_is_spread_over_every_partition_of_the_view() -> None:
+    assert spread(20, {0: 5, 1: 0, 2: 3}) == {0: 9, 1: 4, 2: 7}  # 12 left: 4 each
+    assert spread(10, {3: 1, 1: 0}) == {3: 5, 1: 5}  # 9 left: 5 to the lower partition, 4
+    assert spread(10, allocate(10, {0: 30, 1: 30})) == {0: 5, 1: 5}  # nothing left
+    assert spread(10, {}) == {}
+    shares = Shares(limit=20)  # one coordinator owning every partition holds the whole cap
+    for _ in range(2):
+        shares.update({0: 2, 1: 0, 2: 1})
+    assert shares.grant([0, 1, 2]) == 20
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 40), demand_maps)
+def test_a_spread_allocation_is_the_whole_limit_and_keeps_each_allocation(
+    limit: int, demands: dict[int, int]
+) -> None:
+    allocation = allocate(limit, demands)
+    spread_out = spread(limit, allocation)
+    assert set(spread_out) == set(allocation)
+    assert all(spread_out[p] >= allocation[p] for p in allocation)
+    assert sum(spread_out.values()) == (limit if demands else 0)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.integers(1, 40),
@@ -92,7 +115,7 @@ def test_shares_from_views_one_publish_apart_never_add_up_over_the_limit(
     """`demands[p]`: partition p's demand in three consecutive views; `owners[p]` owns it;
     coordinator c has read the newest view when `ahead[c]`, else it is one behind."""
     older, now, newer = (
-        allocate(limit, {p: d[k] for p, d in enumerate(demands)}) for k in range(3)
+        spread(limit, allocate(limit, {p: d[k] for p, d in enumerate(demands)})) for k in range(3)
     )
     owned: dict[int, set[int]] = {c: set() for c in range(4)}
     for partition in range(len(demands)):
@@ -145,7 +168,7 @@ class _Sim:
             target = latest - 1 if c in behind else latest
             while self.read[c] < target:  # one view at a time, never backwards
                 self.read[c] += 1
-                view = allocate(self.limit, self.views[self.read[c]])
+                view = spread(self.limit, allocate(self.limit, self.views[self.read[c]]))
                 self.shares[c] = (view, self.shares[c][0])
 
     def move(self, partition: int, to: int | None) -> None:
