@@ -23,7 +23,7 @@ changelog partition of the event being processed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from streams import clock
 from streams.coordinator.announcer import FLUSH_MAX_WINDOWS
@@ -38,6 +38,7 @@ from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
+from streams.core.admission import SourceLimits
 from streams.kafka.partitioner import partition_of
 from streams.topics import Topics
 
@@ -61,6 +62,8 @@ class Processor:
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
     passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
     at assignment, and deadlines of p count only from then (or after catch_up_max_ms).
+    `source_limits`: the latest limits per source (streams.coordinator.limits_table); None: no
+    source has any.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class Processor:
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
         health: SourceHealth | None = None,
+        source_limits: Callable[[], Mapping[str, SourceLimits]] | None = None,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -85,6 +89,7 @@ class Processor:
         self.emitter = emitter
         self.flush_ms = flush_ms
         self._delivery = delivery
+        self._source_limits = source_limits
         self.index = DueIndex()
         self._ticks_topic = topics.ticks  # a `Topics` property formats it on every read
         self.stats: Counter[str] = Counter()
