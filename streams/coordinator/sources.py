@@ -6,9 +6,12 @@ limits_table), so there is no per-source state here and nothing to decide. The l
 checked when the control was decoded (an invalid one never gets here: it is rejected naming the
 field, as a bad upsert is). The record goes out through the engine's emitter, so it joins the
 event's unit of work: under the confluent engine, the transaction that also moves `control`'s
-offset (the view changes exactly once per control); under Faust, at least once (a control
-handled again after a crash publishes the same limits again, with a later `updated_ms`).
-Deleting a source without limits sends a tombstone all the same: harmless, and idempotent.
+offset (the view changes exactly once per control); under Faust, the output producer, with no
+delivery callback: a control handled again after a crash publishes the same limits again (a
+later `updated_ms`), and a record the producer gives up (after its delivery timeout; logged)
+is lost, as nothing sends it again. `tidemark sources set` then says no coordinator applied
+it, and running it again puts it right. Deleting a source without limits sends a tombstone all
+the same: harmless, and idempotent.
 """
 
 from __future__ import annotations
