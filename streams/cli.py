@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from streams.commands import cluster, pipeline_cmds, replay, stream_cmds, tail
+from streams.commands import cluster, pipeline_cmds, replay, source_cmds, stream_cmds, tail
 from streams.commands.common import DEFAULT_CONNECT_TIMEOUT_S, Globals, Output
 from streams.errors import TidemarkError
 
@@ -21,6 +21,7 @@ app = typer.Typer(
 )
 app.add_typer(stream_cmds.app, name="streams")
 app.add_typer(pipeline_cmds.app, name="pipelines")
+app.add_typer(source_cmds.app, name="sources")
 app.add_typer(cluster.topics_app, name="topics")
 app.command()(replay.replay)
 app.command()(tail.tail)

@@ -90,6 +90,12 @@ class Topics:
         return f"{self.prefix}.health"
 
     @property
+    def sources(self) -> str:
+        """Compacted, one partition: each source's limits as a coordinator applied them
+        (streams.wire.sources), a tombstone once deleted; read whole by every coordinator."""
+        return f"{self.prefix}.sources"
+
+    @property
     def pipelines(self) -> str:
         """The pipeline registry: each live worker's announcement of the pipeline it serves, a
         tombstone once it stops cleanly (streams.registry)."""
@@ -148,6 +154,8 @@ class Topics:
         # Read whole by every coordinator, like a global table: one partition, one entry per
         # partition of the streams (streams.coordinator.health).
         specs.append(spec(self.health, 1, COMPACTED))
+        # Also read whole by every coordinator: a handful of entries, one per limited source.
+        specs.append(spec(self.sources, 1, COMPACTED))
         specs.append(self.pipelines_spec(replication, min_insync))
         specs.append(spec(self.changelog, partitions, COMPACTED))
         specs.append(spec(self.replays_changelog, partitions, COMPACTED))

@@ -236,6 +236,7 @@ def test_topics_create_makes_every_topic_once(kafka: KafkaSettings, unique: str)
     assert sorted(first["created"]) == sorted(s.name for s in topics.specs(2, 1))
     partitions = dict(first["partitions"])
     assert partitions.pop(topics.health) == 1  # read whole by every coordinator
+    assert partitions.pop(topics.sources) == 1  # each source's limits, read whole
     assert partitions.pop(topics.pipelines) == 1  # the registry, read whole
     assert set(partitions.values()) == {2}
 

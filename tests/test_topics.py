@@ -16,9 +16,11 @@ def test_specs_name_every_topic_with_its_partitions_and_policy() -> None:
         "tm.control", "tm.results", "tm.ticks", "tm.tasks", "tm.commits", "tm.rejected",
         "tm.bypassed", "tm.streams", "tm-coordinator-streams-changelog",
         "tm-coordinator-replays-changelog", "tm-coordinator-eos-changelog", "tm.health",
-        "tm.pipelines",
+        "tm.pipelines", "tm.sources",
     }  # fmt: skip
     assert specs.pop("tm.health").partitions == 1  # read whole by every coordinator
+    sources = specs.pop("tm.sources")  # each source's limits, read whole too
+    assert (sources.partitions, sources.config) == (1, {"cleanup.policy": "compact"})
     assert specs.pop("tm.pipelines").partitions == 1  # the registry, read whole by the CLI
     assert {s.partitions for s in specs.values()} == {6}
     # requests only: readers take configs from the compacted views on tm.streams

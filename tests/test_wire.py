@@ -526,7 +526,7 @@ def test_there_is_one_schema_file_per_topic() -> None:
     assert files == {f"{topic}.schema.json" for topic in SCHEMAS}
     assert set(SCHEMAS) == {
         "control", "results", "tasks", "commits", "bypassed", "streams", "rejected", "health",
-        "pipelines",
+        "pipelines", "sources",
     }  # fmt: skip
 
 

@@ -22,6 +22,7 @@ CODECS = {
     "rejected": ("rejected", "rejected_value", "decode_rejected"),
     "health": ("health", "encode_health", "decode_health"),
     "pipelines": ("pipelines", "encode_pipeline", "decode_pipeline"),
+    "sources": ("sources", "encode_source_view", "decode_source_view"),
 }
 MAX_LINES = 400
 

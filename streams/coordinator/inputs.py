@@ -16,11 +16,13 @@ from streams.coordinator.admission import Admission
 from streams.coordinator.announcer import Announcer, Message, send_all
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.index import DueIndex
+from streams.coordinator.keys import KeyCheck
 from streams.coordinator.ports import Emitter
 from streams.coordinator.record import Record
-from streams.coordinator.records import RECORD_CACHE_SIZE, Records
+from streams.coordinator.records import Records
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
+from streams.coordinator.sources import SourceControls
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.views import Views
 from streams.core import (
@@ -33,9 +35,9 @@ from streams.core import (
     apply_result,
     next_due_ms,
 )
+from streams.core.admission import SourceDelete, SourceSet
 from streams.core.results import UNKNOWN_STREAM, ended_reason
 from streams.errors import InvalidInput, TidemarkError
-from streams.kafka.partitioner import partition_of
 from streams.topics import Topics, tasks_topic
 from streams.wire import decode_control, decode_result, encode_task, rejected_value
 
@@ -78,12 +80,12 @@ class Inputs:
         self.metrics = metrics
         self.views = views
         self.scavenger = scavenger
+        self.sources = SourceControls(topics, emitter, stats)  # source_set, source_delete
         self._loaded: str | None = None  # the stream whose record the current event holds
-        # Per event: the topic names (a `Topics` property formats its name on every read) and
-        # each stream key's partition.
+        # Per event: the topic names (a `Topics` property formats its name on every read).
         self._results_topic = topics.results
         self._control_topic = topics.control
-        self._placed: dict[bytes, int] = {}
+        self._check_key = KeyCheck(partitions).check  # each key's partition, memoized
 
     def handle(
         self,
@@ -155,6 +157,10 @@ class Inputs:
 
     def _control(self, partition: int, key: bytes | None, value: bytes | None, now_ms: int) -> None:
         control = decode_control(value)
+        if isinstance(control, SourceSet | SourceDelete):
+            self._check_key(control.source, key, partition, source=True)
+            self.sources.apply(control, now_ms)
+            return
         stream_id = control.config.stream_id if isinstance(control, Upsert) else control.stream_id
         self._check_key(stream_id, key, partition)
         if isinstance(control, Delete):
@@ -346,25 +352,6 @@ class Inputs:
             key or b"",
             rejected_value(topic, partition, offset, reason, key, value),
         )
-
-    def _check_key(self, stream_id: str, key: bytes | None, partition: int) -> None:
-        expected = stream_id.encode()
-        if key != expected:
-            raise InvalidInput("key", f"must be the stream_id {stream_id!r} as UTF-8")
-        placed = self._placed
-        owner = placed.get(expected)
-        if owner is None:
-            owner = partition_of(expected, self.partitions)
-            if len(placed) >= 2 * RECORD_CACHE_SIZE:
-                placed.clear()  # keys of rejected inputs must not grow it forever
-            placed[expected] = owner
-        if owner != partition:
-            raise InvalidInput(
-                "partition",
-                f"key {stream_id!r} belongs to partition {owner} of {self.partitions}, "
-                f"not {partition}; produce with the murmur2 partitioner "
-                "(confluent-kafka: partitioner=murmur2_random)",
-            )
 
     def _replay_request(
         self, partition: int, record: Record | None, replay: Replay, now_ms: int

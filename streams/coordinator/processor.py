@@ -65,6 +65,8 @@ class Processor:
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
     passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
     at assignment, and deadlines of p count only from then (or after catch_up_max_ms).
+    `source_limits`: the latest limits per source (streams.coordinator.limits_table); None: no
+    source has any.
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class Processor:
         self.emitter = emitter
         self.flush_ms = flush_ms
         self._delivery = delivery
+        self._source_limits = source_limits
         self.index = DueIndex()
         self._ticks_topic = topics.ticks  # a `Topics` property formats it on every read
         self.stats: Counter[str] = Counter()

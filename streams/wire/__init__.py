@@ -15,6 +15,10 @@ has a module of its own, named for it (`streams.wire.control`, ...; the `streams
 | rejected | the input's raw key              | `rejected_value`  | `decode_rejected`           |
 | health   | `health_key(partition)`          | `encode_health`   | `decode_health(key, raw)`   |
 | pipelines| `pipeline_key(route, worker)`    | `encode_pipeline` | `decode_pipeline(key, raw)` |
+| sources  | `source_view_key(source)`        | `encode_source_view` | `decode_source_view(k, raw)`|
+
+A source's controls (`source_set`, `source_delete`) go on `control` too, keyed by
+`source_control_key(source)`, which no stream's key can be (`streams.wire.sources`).
 
 `base` holds what they share (bounded field types, `stream_key`, errors as InvalidInput) and
 `config` a stream's config as upserts and views carry it (its defaults and bounds read from
@@ -86,6 +90,18 @@ from streams.wire.results import (
     encode_result,
 )
 from streams.wire.schemas import SCHEMAS, json_schema, write_schemas
+from streams.wire.sources import (
+    SOURCE_CONTROL_PREFIX,
+    SourceDeleteControl,
+    SourceEntry,
+    SourceSetControl,
+    SourceViewMessage,
+    decode_source_entry,
+    decode_source_view,
+    encode_source_view,
+    source_control_key,
+    source_view_key,
+)
 from streams.wire.tasks import TaskMessage, decode_task, encode_task
 from streams.wire.views import Viewed, ViewMessage, WindowModel, decode_view, encode_view
 
@@ -93,6 +109,7 @@ __all__ = [
     "MAX_RAW_BYTES",
     "MAX_STREAM_ID_CHARS",
     "SCHEMAS",
+    "SOURCE_CONTROL_PREFIX",
     "AckResult",
     "Bypassed",
     "BypassedMessage",
@@ -117,6 +134,10 @@ __all__ = [
     "ResultModel",
     "RetryModel",
     "SourceCountsModel",
+    "SourceDeleteControl",
+    "SourceEntry",
+    "SourceSetControl",
+    "SourceViewMessage",
     "StartMs",
     "StreamControl",
     "StreamId",
@@ -135,6 +156,8 @@ __all__ = [
     "decode_pipeline",
     "decode_rejected",
     "decode_result",
+    "decode_source_entry",
+    "decode_source_view",
     "decode_task",
     "decode_view",
     "encode_bypassed",
@@ -143,12 +166,15 @@ __all__ = [
     "encode_health",
     "encode_pipeline",
     "encode_result",
+    "encode_source_view",
     "encode_task",
     "encode_view",
     "health_key",
     "json_schema",
     "pipeline_key",
     "rejected_value",
+    "source_control_key",
+    "source_view_key",
     "stream_key",
     "write_schemas",
 ]

@@ -73,7 +73,7 @@ def stream_key(stream_id: str) -> bytes:
 
 
 _TAGS = {
-    "type": "upsert, pause, resume, delete, replay",
+    "type": "upsert, pause, resume, delete, replay, source_set, source_delete",
     "outcome": "ack, nack, heartbeat",
     "strategy": "immediate, fixed, exponential",
 }
@@ -87,6 +87,8 @@ VARIANTS = frozenset(
         "resume",
         "delete",
         "replay",
+        "source_set",
+        "source_delete",
         "ack",
         "nack",
         "heartbeat",

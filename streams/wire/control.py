@@ -1,4 +1,5 @@
-"""The `control` topic: upserts, pauses, resumes, deletes and replays, keyed by `stream_key`."""
+"""The `control` topic: upserts, pauses, resumes, deletes and replays, keyed by `stream_key`, and
+a source's `source_set` and `source_delete`, keyed by `source_control_key` (wire.sources)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,17 @@ from streams.core import (
     config_from_dict,
     config_to_dict,
 )
+from streams.core.admission import SourceControl, SourceDelete, SourceSet
 from streams.core.config import check_params
 from streams.errors import InvalidInput
 from streams.wire.base import VARIANTS, Ms, StreamId, Wire, validated
 from streams.wire.config import ConfigModel
+from streams.wire.sources import (
+    SourceDeleteControl,
+    SourceSetControl,
+    source_control,
+    source_control_dict,
+)
 
 
 class UpsertControl(ConfigModel):
@@ -43,15 +51,17 @@ class ReplayControl(Wire):
     to_ms: Ms
 
 
-ControlModel = Annotated[UpsertControl | StreamControl | ReplayControl, Field(discriminator="type")]
-CONTROL_ADAPTER: TypeAdapter[UpsertControl | StreamControl | ReplayControl] = TypeAdapter(
-    ControlModel
-)
+AnyControl = UpsertControl | StreamControl | ReplayControl | SourceSetControl | SourceDeleteControl
+ControlModel = Annotated[AnyControl, Field(discriminator="type")]
+CONTROL_ADAPTER: TypeAdapter[AnyControl] = TypeAdapter(ControlModel)
 
 
-def decode_control(raw: bytes | None) -> Control | Replay:
-    """A `control` value as the core's Control, or InvalidInput naming the field."""
+def decode_control(raw: bytes | None) -> Control | Replay | SourceControl:
+    """A `control` value as the core's Control (or Replay, SourceSet, SourceDelete), or
+    InvalidInput naming the field."""
     msg = validated(CONTROL_ADAPTER.validate_json, raw, VARIANTS)
+    if isinstance(msg, SourceSetControl | SourceDeleteControl):
+        return source_control(msg)
     if isinstance(msg, ReplayControl):
         if msg.to_ms <= msg.from_ms:
             raise InvalidInput("to_ms", "must be after from_ms")
@@ -67,10 +77,12 @@ def decode_control(raw: bytes | None) -> Control | Replay:
     return Upsert(config_from_dict(msg.model_dump()))
 
 
-def encode_control(control: Control | Replay) -> bytes:
+def encode_control(control: Control | Replay | SourceControl) -> bytes:
     """The `control` value of `control`; `decode_control` inverts it."""
     value: dict[str, Any]
-    if isinstance(control, Upsert):
+    if isinstance(control, SourceSet | SourceDelete):
+        value = source_control_dict(control)
+    elif isinstance(control, Upsert):
         value = {"type": "upsert", **config_to_dict(control.config)}
     elif isinstance(control, Replay):
         value = {

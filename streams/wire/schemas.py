@@ -16,6 +16,7 @@ from streams.wire.health import HealthMessage
 from streams.wire.pipelines import PipelineMessage
 from streams.wire.rejected import RejectedMessage
 from streams.wire.results import RESULT_ADAPTER
+from streams.wire.sources import SourceViewMessage
 from streams.wire.tasks import TaskMessage
 from streams.wire.views import ViewMessage
 
@@ -29,6 +30,7 @@ SCHEMAS: dict[str, Any] = {
     "rejected": RejectedMessage,
     "health": HealthMessage,
     "pipelines": PipelineMessage,
+    "sources": SourceViewMessage,
 }
 # The repository's schemas/ folder, the default target of `python -m streams.wire`.
 SCHEMA_DIR = Path(__file__).parents[2] / "schemas"

@@ -487,12 +487,14 @@ def upsert_raw(**changes: Any) -> bytes:
         bad_control(
             "control without type",
             b'{"stream_id": "cluster-a"}',
-            "type: is required; one of upsert, pause, resume, delete, replay",
+            "type: is required; one of upsert, pause, resume, delete, replay, source_set, "
+            "source_delete",
         ),
         bad_control(
             "unknown control",
             b'{"type": "stop", "stream_id": "cluster-a"}',
-            "type: is not valid; one of upsert, pause, resume, delete, replay",
+            "type: is not valid; one of upsert, pause, resume, delete, replay, source_set, "
+            "source_delete",
         ),
         bad_control(
             "upsert without start_ms", upsert_raw(start_ms=None), "start_ms: Field required"

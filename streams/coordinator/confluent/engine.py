@@ -36,6 +36,7 @@ from streams.coordinator.confluent.renewal import (
 from streams.coordinator.confluent.rocks import REPLAYS, STREAMS, TransactionalState
 from streams.coordinator.confluent.watchdog import LoopWatchdog
 from streams.coordinator.guard import guard
+from streams.coordinator.limits_table import limits_table
 from streams.coordinator.pipelines import TasksTopicGuard, tasks_topic_ensurer
 from streams.coordinator.processor import Processor, partition_of
 from streams.coordinator.settings import CoordinatorSettings
@@ -92,6 +93,7 @@ class ConfluentEngine:
             top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
         )
         source_health, self._health_table = guard(settings)
+        self._limits_table, source_limits = limits_table(settings)
         self._emitter = TransactionEmitter(self.clients)
         ensure = tasks_topic_ensurer(settings, aborts=True)  # a pipeline's topic, on first use
         self.processor = Processor(
@@ -107,6 +109,7 @@ class ConfluentEngine:
             # takeover grace: deadlines count once `results` are read (at most a session later)
             catch_up_max_ms=settings.catch_up_max_ms,
             health=source_health,
+            source_limits=source_limits,
         )
         self.positions: dict[tuple[str, int], int] = {}
         self.owned: set[int] = set()
@@ -163,6 +166,7 @@ class ConfluentEngine:
 
     def run(self) -> None:
         self._health_table.start()
+        self._limits_table.start()
         try:  # a start while the transaction coordinator moves waits as a running loop does
             self.clients.init_transactions()
             self.clients.subscribe(self.inputs, self._on_assigned, self._on_revoked, self._on_lost)
@@ -370,6 +374,7 @@ class ConfluentEngine:
             self.clients.abort()
         self.clients.close()  # leaves the group; the revocation commits nothing more
         self._health_table.stop()
+        self._limits_table.stop()
         self.state.close_all()
 
     def health(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from streams.coordinator.faust.brokers import QUIET_MS, OutageLogFilter, say_wai
 from streams.coordinator.faust.outbox import OutboxDelivery
 from streams.coordinator.faust.store import TableStore
 from streams.coordinator.guard import guard
+from streams.coordinator.limits_table import limits_table
 from streams.coordinator.pipelines import TasksTopicGuard, tasks_topic_ensurer
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
@@ -149,6 +150,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
     )
     app.output = output = KafkaOutput(settings.kafka)
     source_health, health_table = guard(settings)
+    sources_table, source_limits = limits_table(settings)
     ensure = tasks_topic_ensurer(settings, aborts=False)  # a pipeline's topic, on first use
     processor = Processor(
         t,
@@ -162,6 +164,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
         # takeover grace: deadlines count once `results` are read (at most a session later)
         catch_up_max_ms=settings.catch_up_max_ms,
         health=source_health,
+        source_limits=source_limits,
         delivery=OutboxDelivery(),  # the unit of work: an outbox with delivery confirmations
     )
     catch_up = CatchUp(processor.on_caught_up)
@@ -266,11 +269,13 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
     async def start_consumer_lag() -> None:
         lag.start()
         health_table.start()
+        sources_table.start()
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]
     def stop_consumer_lag(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         lag.stop(timeout_s=1.0)  # a refresh still running ends with the process
         health_table.stop()
+        sources_table.stop()
 
     @app.page("/metrics")
     async def prometheus_metrics(web: Any, request: Any) -> Any:

@@ -3,6 +3,7 @@ recovery, and live windows before backfill (issue 29). Pure: counts and `now_ms`
 out; the coordinator counts and dispatches.
 
 - `limits`: `SourceLimits`, a source's limits, and their JSON object (`limits_from_dict`).
+- `control`: `SourceSet` and `SourceDelete`, the controls that set and delete them.
 - `bucket`: `TokenBucket`, the rate of dispatches.
 - `pacing`: `Pacer`, the slow start of a recovery.
 - `share`: `allocate`, `spread` and `grant`, each coordinator's share of a source's cap,
@@ -11,6 +12,7 @@ out; the coordinator counts and dispatches.
 """
 
 from streams.core.admission.bucket import TokenBucket
+from streams.core.admission.control import SourceControl, SourceDelete, SourceSet
 from streams.core.admission.gate import (
     CATCHUP,
     LIVE,
@@ -39,8 +41,11 @@ __all__ = [
     "Class",
     "Pacer",
     "Shares",
+    "SourceControl",
+    "SourceDelete",
     "SourceGate",
     "SourceLimits",
+    "SourceSet",
     "TokenBucket",
     "allocate",
     "backfill_floor",
