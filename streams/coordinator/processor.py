@@ -60,13 +60,12 @@ class Processor:
     Kafka transaction, which commits outputs and state together at `checkpoint`).
     `monotonic_ms` is the clock of intervals inside the process (a tick's resend); window
     times use the `now_ms` each call passes.
-    `source_limits`: each source's limits as set (the `sources` view); with `health`, every
+    `source_limits`: the latest limits per source (the `sources` view read whole:
+    streams.coordinator.limits_table); with `health`, every
     dispatch is admitted by them (streams.coordinator.admission); without, nothing is gated.
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
     passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
     at assignment, and deadlines of p count only from then (or after catch_up_max_ms).
-    `source_limits`: the latest limits per source (streams.coordinator.limits_table); None: no
-    source has any.
     """
 
     def __init__(
@@ -92,7 +91,6 @@ class Processor:
         self.emitter = emitter
         self.flush_ms = flush_ms
         self._delivery = delivery
-        self._source_limits = source_limits
         self.index = DueIndex()
         self._ticks_topic = topics.ticks  # a `Topics` property formats it on every read
         self.stats: Counter[str] = Counter()
