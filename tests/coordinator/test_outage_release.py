@@ -12,8 +12,8 @@ bench/outage_release_bench.py prints the figures for 600 streams.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import pairwise
 from dataclasses import dataclass
+from itertools import pairwise
 
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.processor import Processor
