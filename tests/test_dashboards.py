@@ -20,9 +20,11 @@ from prometheus_client import CollectorRegistry
 
 from streams.cli import app as cli
 from streams.coordinator.settings import CoordinatorSettings
+from streams.coordinator.telemetry.admission import AdmissionCollector
 from streams.coordinator.telemetry.lag import ConsumerLagCollector
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
+from streams.core.admission import SourceGate, SourceLimits
 from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION
 from streams.worker.cli import build_parser as worker_parser
 from streams.worker.metrics import WorkerMetrics
@@ -48,6 +50,8 @@ def exported_series() -> set[str]:
     coordinator = CoordinatorMetrics().registry
     coordinator.register(ConsumerLagCollector(lambda: []))
     coordinator.register(OutageCollector(lambda: []))
+    gate = SourceGate(SourceLimits("S", max_in_flight=4), 0)
+    coordinator.register(AdmissionCollector(lambda: {"S": gate}, lambda: {"S": 1}))
     worker = CollectorRegistry()
     WorkerMetrics(worker)
     return {

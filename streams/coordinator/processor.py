@@ -37,6 +37,7 @@ from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.records import RECORD_CACHE_SIZE
 from streams.coordinator.replays import ReplayLane
 from streams.coordinator.scavenger import Scavenger
+from streams.coordinator.telemetry.admission import AdmissionCollector
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
 from streams.core.admission import SourceLimits
@@ -157,6 +158,11 @@ class Processor:
             else Admission(source_limits, self._wake)
         )
         self._inputs.admission = self._ownership.admission = self.admission
+        if self.admission is not None:
+            admission = self.admission
+            self._metrics.registry.register(
+                AdmissionCollector(lambda: admission.gates, lambda: admission.dispatched)
+            )
 
     @property
     def metrics(self) -> CoordinatorMetrics:

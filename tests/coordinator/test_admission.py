@@ -127,3 +127,27 @@ def test_live_windows_go_before_catching_up_ones_when_the_cap_is_short() -> None
     assert max(delays[9:]) <= 1_000, delays  # after the first views (a share takes two)
     # the floor: one slot for 60 s, each task answered 3 to 3.5 s after its dispatch (about 17)
     assert backfill_acks >= 14
+
+
+def test_the_gauges_say_each_sources_cap_share_flights_and_waits() -> None:
+    d = gated({"S": SourceLimits("S", max_in_flight=2)})
+    now_ms = T0 + 5 * 60 * SECOND_MS + 500
+    for i in range(4):
+        d.upsert(f"s-{i}", now_ms, source="S", max_in_flight=1)
+    for _ in range(3):
+        now_ms += 1_000
+        step(d, now_ms)
+    registry = d.processor.metrics.registry
+    assert registry.get_sample_value("tidemark_source_max_in_flight", {"source": "S"}) == 2
+    assert registry.get_sample_value("tidemark_source_share", {"source": "S"}) == 2
+    flights = [
+        registry.get_sample_value("tidemark_source_in_flight", {"source": "S", "class": name})
+        for name in ("live", "catchup", "replay")
+    ]
+    assert sum(f or 0 for f in flights) == len(d.tasks()) == 2
+    waits = registry.get_sample_value(
+        "tidemark_source_waiting", {"source": "S", "class": "catchup"}
+    )
+    assert waits == 2  # four streams behind, two admitted
+    assert registry.get_sample_value("tidemark_source_dispatched_total", {"source": "S"}) == 2
+    assert registry.get_sample_value("tidemark_source_pacing_level", {"source": "S"}) == -1

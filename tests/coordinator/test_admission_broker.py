@@ -1,0 +1,245 @@
+"""Admission end to end on the real broker (issue 29): `tidemark coordinator` processes (the
+confluent engine), a source's limits set through `control`, a worker that holds each task a
+while, and an auditor that reads `tasks` and `results`.
+
+In flight, as the auditor counts it: a task from its `dispatched_ms` until its result was
+produced (the result's record timestamp, the same host's clock). The coordinator counts a
+task until it has read the result, later, so its own count is never below this one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+
+from streams.kafka.settings import KafkaSettings
+from streams.wire.sources import source_control_key
+from tests.support.coordinator import CoordinatorProcess
+from tests.support.kafka_io import Feed
+
+pytestmark = pytest.mark.broker
+
+GUARD = {"TIDEMARK_HEALTH_PUBLISH_MS": "200", "TIDEMARK_HEALTH_STALE_MS": "20000"}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SlowWorker:
+    """Answers every task with an ack `hold_ms` after it read it, many at once (a source that
+    takes its time, not a worker with one thread)."""
+
+    def __init__(self, kafka: KafkaSettings, prefix: str, group: str, hold_ms: int) -> None:
+        self.hold_ms = hold_ms
+        self._feed = Feed(kafka, prefix)
+        self._consumer = Consumer(
+            kafka.consumer(**{"group.id": group, "auto.offset.reset": "earliest"})
+        )
+        self._consumer.subscribe([f"{prefix}.tasks"])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slow-worker", daemon=True)
+
+    def __enter__(self) -> SlowWorker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(15)
+        self._consumer.close()
+
+    def _run(self) -> None:
+        held: list[tuple[int, int, dict[str, Any]]] = []
+        n = 0
+        while not self._stop.is_set():
+            for msg in self._consumer.consume(500, 0.02):
+                if msg.error() is None:
+                    n += 1
+                    heapq.heappush(held, (now_ms() + self.hold_ms, n, json.loads(msg.value())))
+            while held and held[0][0] <= now_ms():
+                _, _, task = heapq.heappop(held)
+                self._feed.result(task, "ack", ack_ms=task["end_ms"])
+
+
+class Audit:
+    """Every task and result of a prefix, read from the start (`read_committed`)."""
+
+    def __init__(self, kafka: KafkaSettings, prefix: str, group: str) -> None:
+        self._consumer = Consumer(
+            kafka.consumer(
+                **{
+                    "group.id": group,
+                    "auto.offset.reset": "earliest",
+                    "isolation.level": "read_committed",
+                }
+            )
+        )
+        self._tasks_topic, self._results_topic = f"{prefix}.tasks", f"{prefix}.results"
+        self._consumer.subscribe([self._tasks_topic, self._results_topic])
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.answered_ms: dict[str, int] = {}
+
+    def poll(self, seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            for msg in self._consumer.consume(1000, 0.2):
+                if msg.error() is not None:
+                    continue
+                value = json.loads(msg.value())
+                if msg.topic() == self._tasks_topic:
+                    self.tasks[value["task_id"]] = value
+                else:
+                    task_id = f"{value['stream_id']}/{value['start_ms']}/{value['attempt']}"
+                    self.answered_ms.setdefault(task_id, msg.timestamp()[1])
+
+    def in_flight(self) -> list[tuple[int, int]]:
+        """(time, tasks in flight from then on), at every dispatch and answer."""
+        events: list[tuple[int, int]] = []
+        for task_id, task in self.tasks.items():
+            events.append((task["dispatched_ms"], 1))
+            answered = self.answered_ms.get(task_id)
+            if answered is not None:
+                events.append((answered, -1))
+        events.sort(key=lambda e: (e[0], e[1]))  # an answer before a dispatch at the same ms
+        level, out = 0, []
+        for at_ms, delta in events:
+            level += delta
+            out.append((at_ms, level))
+        return out
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def set_limits(feed: Feed, source: str, **limits: Any) -> None:
+    feed.send("control", {"type": "source_set", "source": source, **limits},
+              key=source_control_key(source))  # fmt: skip
+
+
+@pytest.fixture
+def two(kafka: KafkaSettings, unique: str, tmp_path: Path) -> Iterator[list[CoordinatorProcess]]:
+    prefix = f"admit-{unique}"
+    coordinators = [
+        CoordinatorProcess(
+            kafka,
+            prefix,
+            tmp_path / f"data{i}",
+            tmp_path / f"log{i}",
+            partitions=4,
+            engine="confluent",
+            env=GUARD,
+        )
+        for i in range(2)
+    ]
+    for c in coordinators:
+        c.start()
+    try:
+        yield coordinators
+    finally:
+        for c in coordinators:
+            if c.exited() is None:
+                c.stop()
+
+
+def test_a_cap_holds_across_two_coordinators_and_through_a_rebalance(
+    kafka: KafkaSettings, unique: str, two: list[CoordinatorProcess]
+) -> None:
+    """300 streams of S, each a minute behind in 1 s windows, S capped at 20, a worker that
+    holds each task 300 ms: at most 20 of S's tasks are ever in flight while both coordinators
+    run, and at most 3 x 20 while one of them stops and its partitions move (the bound of
+    streams.core.admission.share: L plus the cuts of the two views around the move plus the
+    moving partitions' tasks), back to 20 once the move is done."""
+    prefix = f"admit-{unique}"
+    a, b = two
+    a.wait_ready(partitions=2)
+    b.wait_ready(partitions=2)
+    feed = Feed(kafka, prefix)
+    set_limits(feed, "S", max_in_flight=20)
+    time.sleep(2)  # the coordinators read the `sources` view
+    audit = Audit(kafka, prefix, f"audit-{unique}")
+    start_ms = now_ms() - now_ms() % 1000 - 60_000
+    try:
+        with SlowWorker(kafka, prefix, f"w-{unique}", hold_ms=300):
+            for i in range(300):
+                feed.upsert(f"s{i}-{unique}", start_ms, window_ms=1000, step_ms=1000,
+                            source="S", max_in_flight=5, task_timeout_ms=30_000)  # fmt: skip
+            audit.poll(20)
+            steady = audit.in_flight()
+            b.stop()  # its partitions move to `a`
+            moved_ms = now_ms()
+            audit.poll(12)
+            after = audit.in_flight()
+    finally:
+        audit.close()
+    answered = len(audit.answered_ms)
+    print(f"\n{len(audit.tasks)} tasks, {answered} answered; most in flight: steady "
+          f"{max(n for _, n in steady)}, around the move "
+          f"{max(n for t, n in after if t >= moved_ms)}")  # fmt: skip
+    assert answered >= 400  # about 20 / 0.3 s = 66 a second at the cap, for 30 s
+    assert max(n for _, n in steady) <= 20
+    assert max(n for t, n in after if t >= moved_ms) <= 60
+    settled = [n for t, n in after if t >= moved_ms + 6_000]
+    assert settled and max(settled) <= 20
+
+
+def test_live_windows_keep_their_pace_while_a_day_of_backfill_keeps_its_floor(
+    kafka: KafkaSettings, unique: str, tmp_path: Path
+) -> None:
+    """100 live streams of 1 s windows and 50 streams a day behind (1 min windows) on one source
+    capped at 30, backfill_share 0.2 (6 slots), a worker that holds each task 200 ms: the live
+    streams alone need about 20 slots and the backfill would take every one. Once the first
+    views have granted the coordinator its share, live windows go out within a second of
+    their end (p99), and the backfill is answered at its floor's rate at least."""
+    prefix = f"live-{unique}"
+    coordinator = CoordinatorProcess(kafka, prefix, tmp_path / "data", tmp_path / "log",
+                                     partitions=4, engine="confluent", env=GUARD)  # fmt: skip
+    coordinator.start().wait_ready()
+    feed = Feed(kafka, prefix)
+    set_limits(feed, "S", max_in_flight=30, backfill_share=0.2)
+    time.sleep(2)
+    audit = Audit(kafka, prefix, f"audit-{unique}")
+    now = now_ms()
+    live_start = now - now % 1000
+    try:
+        with SlowWorker(kafka, prefix, f"w-{unique}", hold_ms=200):
+            for i in range(50):
+                feed.upsert(f"old{i}-{unique}", live_start - 86_400_000, window_ms=60_000,
+                            step_ms=1000, source="S", max_in_flight=3)  # fmt: skip
+            for i in range(100):
+                feed.upsert(f"live{i}-{unique}", live_start, window_ms=1000, step_ms=1000,
+                            source="S")  # fmt: skip
+            audit.poll(30)
+    finally:
+        audit.close()
+        coordinator.stop()
+    warm_ms = live_start + 8_000  # a start: the share takes two views, the rebuild is paced
+    delays = sorted(
+        t["dispatched_ms"] - t["end_ms"]
+        for t in audit.tasks.values()
+        if t["stream_id"].startswith("live") and t["end_ms"] >= warm_ms and t["attempt"] == 1
+    )
+    backfill = [
+        task_id
+        for task_id, t in audit.tasks.items()
+        if t["stream_id"].startswith("old") and task_id in audit.answered_ms
+        and audit.answered_ms[task_id] >= warm_ms
+    ]  # fmt: skip
+    p99 = delays[int(len(delays) * 0.99)] if delays else None
+    last_ms = max(audit.answered_ms.values())
+    floor_rate = 6 / 0.2  # six slots, each answered after 200 ms
+    print(f"\n{len(delays)} live windows after the warm-up, dispatch delay p50 "
+          f"{delays[len(delays) // 2] if delays else None} ms, p99 {p99} ms, max "
+          f"{delays[-1] if delays else None} ms; backfill answered {len(backfill)} in "
+          f"{(last_ms - warm_ms) / 1000:.1f} s (floor: {floor_rate:.0f}/s)")  # fmt: skip
+    assert len(delays) >= 100 * 15  # 100 streams, a window a second, for 15 s at least
+    assert p99 is not None and p99 <= 1000
+    assert len(backfill) >= 0.8 * floor_rate * (last_ms - warm_ms) / 1000
