@@ -1,0 +1,100 @@
+"""Live windows beside backfill on a source of fixed capacity, with and without admission.
+
+In-process over tests/coordinator/fakes.py, in simulated time (steps of 100 ms): `--live`
+streams of 1 s windows, `--backfill` streams a day behind (1 min windows, 3 in flight each), one
+source that serves `--capacity` tasks at once, each for `--hold-ms`; tasks beyond its capacity
+queue at the source, first come first served (a query endpoint's queue). Printed for each mode:
+the live windows' delay from their end to the source starting on them (p50, p99, max: the
+coordinator's dispatch delay plus the queue at the source), and the backfill's rate against
+its floor (slots; each slot turns over every hold plus a step or two here: the answer is read
+at the next step, the slot refilled at the one after). Modes: no admission (every due window
+dispatched at once, as before issue 29), and a cap equal to the capacity with
+`--backfill-share`.
+
+    .venv/bin/python bench/admission_live_bench.py --live 100 --backfill 50 --capacity 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from streams.core.admission import SourceLimits, backfill_floor
+from tests.coordinator.fakes import T0, ack
+from tests.coordinator.test_admission import gated, step
+
+DAY_MS = 86_400_000
+STEP_MS = 100
+
+
+def run(args: argparse.Namespace, limited: bool) -> str:
+    limits = (
+        {"S": SourceLimits("S", max_in_flight=args.capacity, backfill_share=args.backfill_share)}
+        if limited
+        else {}
+    )
+    d = gated(limits)
+    now_ms = T0 + DAY_MS
+    for i in range(args.backfill):
+        d.upsert(f"old-{i}", now_ms, source="S", start_ms=T0, window_ms=60_000, step_ms=1_000,
+                 max_in_flight=3)  # fmt: skip
+    for i in range(args.live):
+        d.upsert(f"live-{i}", now_ms, source="S", start_ms=now_ms, window_ms=1_000, step_ms=1_000)
+    queue: deque[dict[str, Any]] = deque()  # at the source, not started
+    serving: list[tuple[int, dict[str, Any]]] = []  # (done_ms, task)
+    seen = 0
+    delays: list[int] = []
+    backfill_done = 0
+    warm_ms = now_ms + 10_000
+    end_ms = now_ms + args.seconds * 1000
+    while now_ms < end_ms:
+        now_ms += STEP_MS
+        step(d, now_ms)
+        tasks = d.tasks()
+        queue.extend(tasks[seen:])
+        seen = len(tasks)
+        done = [t for at_ms, t in serving if at_ms <= now_ms]
+        serving = [(at_ms, t) for at_ms, t in serving if at_ms > now_ms]
+        while queue and len(serving) < args.capacity:
+            task = queue.popleft()
+            serving.append((now_ms + args.hold_ms, task))
+            if task["stream_id"].startswith("live") and task["end_ms"] >= warm_ms:
+                delays.append(now_ms - task["end_ms"])
+        for task in done:
+            d.result(ack(task), now_ms)
+            if task["stream_id"].startswith("old") and now_ms >= warm_ms:
+                backfill_done += 1
+    delays.sort()
+    measured_s = (end_ms - warm_ms) / 1000
+    floor = backfill_floor(args.backfill_share, args.capacity) if limited else 0
+    p = (lambda q: delays[min(len(delays) - 1, int(len(delays) * q))]) if delays else (lambda q: -1)
+    return (
+        f"{'cap ' + str(args.capacity) if limited else 'none':>8} {len(delays):6d} {p(0.5):7d}"
+        f" {p(0.99):7d} {delays[-1] if delays else -1:7d} {backfill_done / measured_s:10.1f}"
+        f" {floor:11d}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--live", type=int, default=100)
+    parser.add_argument("--backfill", type=int, default=50)
+    parser.add_argument("--capacity", type=int, default=30)
+    parser.add_argument("--hold-ms", type=int, default=200)
+    parser.add_argument("--backfill-share", type=float, default=0.2)
+    parser.add_argument("--seconds", type=int, default=60)
+    args = parser.parse_args()
+    print(f"{args.live} live streams (1 s windows), {args.backfill} a day behind; the source "
+          f"serves {args.capacity} at once, {args.hold_ms} ms each")  # fmt: skip
+    print("   limit  live  p50 ms  p99 ms  max ms  backfill/s  floor slots")
+    for limited in (False, True):
+        print(run(args, limited))
+
+
+if __name__ == "__main__":
+    main()
