@@ -103,6 +103,8 @@ class ReadView:
     stream_config: StreamConfig | None = field(default=None, repr=False)
     # Shown even where the config is not (the status page): which workers run the stream.
     pipeline: str = DEFAULT_PIPELINE
+    # Since when a due window waits for its source's admission (None: none waits).
+    waiting_since_ms: int | None = None
     _config: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -128,6 +130,7 @@ class ReadView:
             view.held_since_ms,
             stream_config if config else None,
             stream_config.pipeline,
+            view.waiting_since_ms,
         )
 
     @classmethod
@@ -215,6 +218,8 @@ class ReadView:
             "paused": self.paused,
             "pipeline": self.pipeline,
         }
+        if self.waiting_since_ms is not None:
+            doc["waiting_since_ms"] = self.waiting_since_ms
         if config:
             doc["config"] = self.config_dict()
         return doc

@@ -56,8 +56,12 @@ def lag_text(lag_ms: int | None) -> str:
     return "-" if lag_ms is None else format_duration(lag_ms, parts=2)
 
 
-def state_text(state: str) -> Text:
-    return Text(state, style=STATE_STYLES.get(state, ""))
+def state_text(state: str, waiting_since_ms: int | None = None) -> Text:
+    """The state, and "waiting for its source" while a due window waits for admission."""
+    text = Text(state, style=STATE_STYLES.get(state, ""))
+    if waiting_since_ms is not None and state not in ("paused", "finished"):
+        text.append(", waiting for its source", style="yellow")
+    return text
 
 
 def error_text(error: Mapping[str, str] | None) -> str:
@@ -82,7 +86,7 @@ def streams_table(views: Iterable[ReadView], now_ms: int, title: str | None = No
             view.pipeline,
             time_text(view.downstream_ms),
             lag_text(view.lag_ms(now_ms)),
-            state_text(view.state(now_ms)),
+            state_text(view.state(now_ms), view.waiting_since_ms),
             str(view.attempt),
             str(view.bypasses),
         )

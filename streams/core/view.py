@@ -48,7 +48,9 @@ class PublishedView(msgspec.Struct, frozen=True):
     bypassed since the stream was created (replayed ones too); `committed_ms` when
     `downstream_ms` last moved (None: not yet); `changed_ms` when this view was made;
     `held_since_ms` when the outage guard began holding the bypass of an outstanding window
-    (its oldest open hold, kept until that window closes; None: none is held).
+    (its oldest open hold, kept until that window closes; None: none is held);
+    `waiting_since_ms` since when a due window of it waits for its source's admission
+    (streams.core.admission; None: none waits).
     """
 
     config: StreamConfig
@@ -62,6 +64,7 @@ class PublishedView(msgspec.Struct, frozen=True):
     incarnation: int
     changed_ms: int
     held_since_ms: int | None = None
+    waiting_since_ms: int | None = None
 
     @property
     def stream_id(self) -> str:
@@ -89,6 +92,7 @@ class PublishedView(msgspec.Struct, frozen=True):
             self.committed_ms,
             self.incarnation,
             self.held_since_ms,
+            self.waiting_since_ms,
         )
 
     def body(self) -> dict[str, Any]:
@@ -108,6 +112,8 @@ class PublishedView(msgspec.Struct, frozen=True):
         }
         if self.held_since_ms is not None:
             body["held_since_ms"] = self.held_since_ms
+        if self.waiting_since_ms is not None:
+            body["waiting_since_ms"] = self.waiting_since_ms
         return body
 
 
@@ -118,6 +124,7 @@ def view_of(
     config = state.config
     current = None
     error: ErrorInfo | None = None
+    waiting_ms: int | None = None
     for window in state.windows:
         if window.finished:
             continue
@@ -125,6 +132,9 @@ def view_of(
             current = window
         if window.last_error is not None:
             error = window.last_error  # the latest outstanding window's failure
+        since_ms = window.waiting_since_ms
+        if since_ms is not None and (waiting_ms is None or since_ms < waiting_ms):
+            waiting_ms = since_ms
     downstream_ms = state.announced_ms
     # Finished once its last commit is announced too: a view never shows a stream finished
     # with progress short of end_ms (Faust coalesces that commit for up to flush_ms).
@@ -148,6 +158,7 @@ def view_of(
         state.incarnation,
         now_ms,
         hold_started_ms(state),
+        waiting_ms,
     )
 
 

@@ -45,6 +45,13 @@ class ViewMessage(Wire):
             "its oldest open hold began (kept until that window closes)"
         ),
     )
+    waiting_since_ms: Ms | None = Field(
+        default=None,
+        description=(
+            "present while a due window waits for its source's admission (its limits: "
+            "`tidemark sources`): since when the oldest one waits"
+        ),
+    )
 
 
 def encode_view(view: PublishedView, config_json: orjson.Fragment | None = None) -> bytes:
@@ -97,5 +104,6 @@ def decode_view(key: bytes | None, raw: bytes | None) -> Viewed:
         msg.incarnation,
         msg.changed_ms,
         msg.held_since_ms,
+        msg.waiting_since_ms,
     )
     return Viewed(stream_id, view)

@@ -4,14 +4,16 @@ a coordinator takes its share only from the `health` view, and a recovery is pac
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
+from streams.commands.views import state_text
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.processor import Processor
 from streams.core import OutagePolicy
 from streams.core.admission import SourceLimits
-from streams.wire import HealthMessage, decode_health
+from streams.wire import HealthMessage, decode_health, decode_view
 
 from .fakes import T0, Driver, ack, delivery
 
@@ -151,3 +153,20 @@ def test_the_gauges_say_each_sources_cap_share_flights_and_waits() -> None:
     assert waits == 2  # four streams behind, two admitted
     assert registry.get_sample_value("tidemark_source_dispatched_total", {"source": "S"}) == 2
     assert registry.get_sample_value("tidemark_source_pacing_level", {"source": "S"}) == -1
+
+
+def test_a_stream_waiting_for_its_source_says_so_in_its_view_and_in_the_cli_table() -> None:
+    d = gated({"S": SourceLimits("S", max_in_flight=1)})
+    now_ms = T0 + 5 * 60 * SECOND_MS + 500
+    for i in range(3):
+        d.upsert(f"s-{i}", now_ms, source="S")
+    for _ in range(3):
+        now_ms += 1_000
+        step(d, now_ms)
+    views = {v["stream_id"]: v for v in d.emitter.values(d.topics.streams) if v}
+    waiting = [s for s, v in views.items() if v.get("waiting_since_ms") is not None]
+    assert len(waiting) == 2 and len(d.tasks()) == 1  # one admitted, two wait
+    viewed = decode_view(waiting[0].encode(), json.dumps(views[waiting[0]]).encode()).view
+    assert viewed is not None and viewed.waiting_since_ms is not None
+    text = state_text("catching up", viewed.waiting_since_ms)
+    assert text.plain == "catching up, waiting for its source"

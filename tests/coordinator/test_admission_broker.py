@@ -40,6 +40,7 @@ class SlowWorker:
 
     def __init__(self, kafka: KafkaSettings, prefix: str, group: str, hold_ms: int) -> None:
         self.hold_ms = hold_ms
+        self.down = False  # while True, every task is nacked at once (the source is down)
         self._feed = Feed(kafka, prefix)
         self._consumer = Consumer(
             kafka.consumer(**{"group.id": group, "auto.offset.reset": "earliest"})
@@ -62,12 +63,18 @@ class SlowWorker:
         n = 0
         while not self._stop.is_set():
             for msg in self._consumer.consume(500, 0.02):
-                if msg.error() is None:
+                if msg.error() is not None:
+                    continue
+                task = json.loads(msg.value())
+                if self.down:
+                    error = {"kind": "no_data", "message": "source down"}
+                    self._feed.result(task, "nack", error=error)
+                else:
                     n += 1
-                    heapq.heappush(held, (now_ms() + self.hold_ms, n, json.loads(msg.value())))
+                    heapq.heappush(held, (now_ms() + self.hold_ms, n, task))
             while held and held[0][0] <= now_ms():
-                _, _, task = heapq.heappop(held)
-                self._feed.result(task, "ack", ack_ms=task["end_ms"])
+                _, _, done = heapq.heappop(held)
+                self._feed.result(done, "ack", ack_ms=done["end_ms"])
 
 
 class Audit:
@@ -87,6 +94,7 @@ class Audit:
         self._consumer.subscribe([self._tasks_topic, self._results_topic])
         self.tasks: dict[str, dict[str, Any]] = {}
         self.answered_ms: dict[str, int] = {}
+        self.acked: set[tuple[str, int]] = set()  # (stream, window start) acked
 
     def poll(self, seconds: float) -> None:
         until = time.monotonic() + seconds
@@ -100,6 +108,8 @@ class Audit:
                 else:
                     task_id = f"{value['stream_id']}/{value['start_ms']}/{value['attempt']}"
                     self.answered_ms.setdefault(task_id, msg.timestamp()[1])
+                    if value["outcome"] == "ack":
+                        self.acked.add((value["stream_id"], value["start_ms"]))
 
     def in_flight(self) -> list[tuple[int, int]]:
         """(time, tasks in flight from then on), at every dispatch and answer."""
@@ -244,3 +254,61 @@ def test_live_windows_keep_their_pace_while_a_day_of_backfill_keeps_its_floor(
     assert len(delays) >= 100 * 15  # 100 streams, a window a second, for 15 s at least
     assert p99 is not None and p99 <= 1000
     assert len(backfill) >= 0.8 * floor_rate * (last_ms - warm_ms) / 1000
+
+
+def test_a_source_that_leaves_outage_gets_its_held_windows_by_a_slow_start(
+    kafka: KafkaSettings, unique: str, tmp_path: Path
+) -> None:
+    """300 streams of S fail together (an outage: their bypasses are held after 2 s), retrying
+    every 8 s at most; S comes back and holds each task 500 ms. Once the guard sees it recover
+    (the acks of the retries that came due), the held windows go out by a slow start: 4 at
+    first, one more per answer, not the ~150 still held at once; and every held window
+    commits as an ack."""
+    prefix = f"pace-{unique}"
+    log = tmp_path / "log"
+    coordinator = CoordinatorProcess(kafka, prefix, tmp_path / "data", log, partitions=4,
+                                     engine="confluent", env=GUARD)  # fmt: skip
+    coordinator.start().wait_ready()
+    feed = Feed(kafka, prefix)
+    audit = Audit(kafka, prefix, f"audit-{unique}")
+    start_ms = now_ms() - now_ms() % 60_000 - 60_000  # one window due at once
+    retry = {"strategy": "exponential", "initial_ms": 1000, "multiplier": 2, "max_ms": 8000,
+             "jitter": 0}  # fmt: skip
+    streams = [f"s{i}-{unique}" for i in range(300)]
+    try:
+        with SlowWorker(kafka, prefix, f"w-{unique}", hold_ms=500) as worker:
+            worker.down = True
+            for stream_id in streams:
+                feed.upsert(stream_id, start_ms, window_ms=60_000, step_ms=15_000, source="S",
+                            bypass_after_ms=2000, retry=retry, task_timeout_ms=30_000)  # fmt: skip
+            audit.poll(20)  # held by 3 s, retrying every 8 s from about 15 s
+            worker.down = False
+            paced_ms = None
+            deadline = time.monotonic() + 60
+            while paced_ms is None and time.monotonic() < deadline:
+                audit.poll(0.1)
+                if "pacing the release" in log.read_text(errors="replace"):
+                    paced_ms = now_ms()
+            assert paced_ms is not None, coordinator.tail()
+
+            def committed() -> set[str]:
+                return {stream for stream, start in audit.acked if start == start_ms}
+
+            deadline = time.monotonic() + 60
+            while len(committed()) < len(streams) and time.monotonic() < deadline:
+                audit.poll(0.5)
+    finally:
+        audit.close()
+        coordinator.stop()
+    after = sorted(
+        t["dispatched_ms"] for t in audit.tasks.values() if t["dispatched_ms"] >= paced_ms - 200
+    )
+    first_s = [at for at in after if at < paced_ms + 1000]
+    per_s = [sum(1 for at in after if paced_ms + k * 1000 <= at < paced_ms + (k + 1) * 1000)
+             for k in range(8)]  # fmt: skip
+    print(f"\ntasks a second from the pacing's start: {per_s}")
+    assert len(committed()) == len(streams)
+    # 4 at once, each answered after 500 ms: 4 + 8 in the first second, a few more for answers
+    # read early; without pacing, every held window at once (about 150)
+    assert len(first_s) <= 24, per_s
+    assert max(per_s) > 2 * len(first_s), per_s  # it grew
