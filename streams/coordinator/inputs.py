@@ -212,6 +212,8 @@ class Inputs:
         self._loaded = stream_id
         if record is not None:
             self.announcer.loaded(stream_id, record, now_ms)
+        if self.admission is not None:
+            self.admission.loaded(stream_id, None if record is None else record.state)
         return record
 
     def apply(

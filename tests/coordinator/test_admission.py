@@ -8,22 +8,28 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from streams.commands.views import state_text
 from streams.coordinator.health import SourceHealth
 from streams.coordinator.processor import Processor
+from streams.coordinator.record import Record
 from streams.core import OutagePolicy
 from streams.core.admission import SourceLimits
 from streams.wire import HealthMessage, decode_health, decode_view
 
-from .fakes import T0, Driver, ack, delivery
+from .fakes import T0, Driver, InMemoryStore, ack, delivery, nack
 
 SECOND_MS = 1_000
 
 
-def gated(limits: Mapping[str, SourceLimits], partitions: int = 6) -> Driver:
+def gated(
+    limits: Mapping[str, SourceLimits], partitions: int = 6, store: InMemoryStore | None = None
+) -> Driver:
     """A driver whose Processor admits by `limits`, with a `health` view made of the entries it
-    published itself (one coordinator owning every partition)."""
-    d = Driver(partitions=partitions)
+    published itself (one coordinator owning every partition); `store`: a restart's."""
+    d = Driver(store=store, partitions=partitions)
 
     def view() -> dict[bytes, HealthMessage]:
         latest: dict[bytes, HealthMessage] = {}
@@ -170,3 +176,83 @@ def test_a_stream_waiting_for_its_source_says_so_in_its_view_and_in_the_cli_tabl
     assert viewed is not None and viewed.waiting_since_ms is not None
     text = state_text("catching up", viewed.waiting_since_ms)
     assert text.plain == "catching up, waiting for its source"
+
+
+def _flying_in_store(d: Driver) -> dict[str, int]:
+    """Per source, the windows in flight in every stored state (the truth the gates count)."""
+    out: dict[str, int] = {}
+    for raw in d.store.snapshot().values():
+        state = Record.decode(raw).state
+        source = state.config.source
+        if source is None or state.deleted_ms is not None:
+            continue
+        out[source] = out.get(source, 0) + sum(w.in_flight for w in state.windows)
+    return {source: n for source, n in out.items() if n}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["ack", "nack", "drop", "wait", "delete", "move",
+                                           "pause", "resume"]),
+                          st.integers(0, 5)), min_size=5, max_size=60))  # fmt: skip
+def test_the_counts_are_the_flights_in_the_states_whatever_happens(
+    actions: list[tuple[str, int]],
+) -> None:
+    """Random answers, timeouts, deletes, a stream moved to another source, pauses: after every
+    step each gate's in-flight count is what the stored states have in flight, and within the
+    cap until a stream moves (its tasks in flight count against its new source from then)."""
+    d = gated({"S": SourceLimits("S", max_in_flight=4), "T": SourceLimits("T", max_in_flight=3)})
+    now_ms = T0 + 5 * 60 * SECOND_MS + 500
+    streams = [f"s-{i}" for i in range(6)]
+    for i, stream_id in enumerate(streams):
+        retry = {"strategy": "fixed", "interval_ms": 1_000}
+        d.upsert(stream_id, now_ms, source="S" if i % 2 else "T", max_in_flight=2,
+                 task_timeout_ms=3_000, retry=retry)  # fmt: skip
+    answered: set[str] = set()
+    moved = False
+    for action, i in actions:
+        stream_id = streams[i]
+        now_ms += 500
+        step(d, now_ms)
+        mine = [t for t in in_flight(d, answered) if t["stream_id"] == stream_id]
+        if action in ("ack", "nack", "drop") and mine:
+            answered.add(mine[0]["task_id"])
+            if action == "ack":
+                d.result(ack(mine[0]), now_ms)
+            elif action == "nack":
+                d.result(nack(mine[0]), now_ms)  # "drop": never answered, it times out
+        elif action == "wait":
+            now_ms += 3_000
+        elif action == "delete":
+            d.control({"type": "delete", "stream_id": stream_id}, now_ms)
+        elif action == "move":
+            moved = True
+            d.upsert(stream_id, now_ms, source="T" if i % 2 else "S", max_in_flight=2)
+        elif action in ("pause", "resume"):
+            d.control({"type": action, "stream_id": stream_id}, now_ms)
+        gates = d.processor.admission.gates  # type: ignore[union-attr]
+        counted = {s: sum(g.in_flight) for s, g in gates.items() if sum(g.in_flight)}
+        assert counted == _flying_in_store(d), (action, stream_id)
+        for source, gate in gates.items():  # a moved stream takes its flights with it
+            assert moved or sum(gate.in_flight) <= (gate.limits.max_in_flight or 1_000), source
+
+
+def test_a_restart_counts_the_flights_it_finds_and_forgets_them_as_they_are_answered() -> None:
+    limits = {"S": SourceLimits("S", max_in_flight=6)}
+    d = gated(limits)
+    now_ms = T0 + 5 * 60 * SECOND_MS + 500
+    for i in range(5):
+        d.upsert(f"s-{i}", now_ms, source="S", max_in_flight=2)
+    for _ in range(3):
+        now_ms += 1_000
+        step(d, now_ms)
+    sent = d.tasks()
+    assert len(sent) == 6  # the cap
+    again = gated(limits, store=d.store)  # a new process over the same table
+    now_ms += 1_000
+    step(again, now_ms)
+    gate = again.processor.admission.gates["S"]  # type: ignore[union-attr]
+    assert sum(gate.in_flight) == 6  # counted from the stored summaries, none sent again
+    assert again.tasks() == []
+    for task in sent:
+        again.result(ack(task), now_ms)
+    assert sum(gate.in_flight) == len(again.tasks()) <= 6  # answers freed room, refilled

@@ -1,0 +1,279 @@
+"""What admission counts: each source's flights and waits on this coordinator, from decisions.
+
+A window's class in flight is a function of the window alone (its end, and its `dispatched_ms`
+as "now": what the gate classified it as when it admitted it), so nothing is kept per stream
+for its flights: before a decision the stream's flights are read from its state as loaded
+(`loaded`), after it from the state decided (`note`), and the difference is what the decision
+answered (a flight gone: a success when its window was acked, a failure when it is due again
+or was bypassed) and dispatched. Counts are kept per partition and source (`forget` drops a
+revoked partition's), so a million streams in flight cost a few integers per partition.
+
+Kept per stream only while it waits for admission, or stands by (a live stream of a capped
+source between two windows: see streams.coordinator.admission), and, after a rebuild, until
+its first decision (its flights were counted from its stored summary, as CATCHUP: the summary
+has no classes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from streams.core.admission import CATCHUP, Class, SourceGate, classify
+from streams.core.model import StreamState
+
+Flight = tuple[int, int, Class]  # start_ms, attempt, class
+Key = tuple[int, str]  # partition, source
+
+
+@dataclass(slots=True)
+class Wait:
+    """A stream's windows waiting for admission, as counted: its source, partition, counts by
+    class, and (class, end_ms) of its first waiting window (None: it only stands by)."""
+
+    source: str
+    partition: int
+    counts: tuple[int, int, int]
+    first: tuple[int, int] | None
+
+
+def flights(state: StreamState | None) -> tuple[Flight, ...]:
+    """The stream's windows in flight, each with the class the gate admitted it as."""
+    if state is None:
+        return ()
+    config = state.config
+    delay_ms, window_ms = config.delay_ms, config.window_ms
+    return tuple(
+        (
+            w.start_ms,
+            w.attempt,
+            classify(w.end_ms, (w.dispatched_ms or 0) - delay_ms, window_ms, "live"),
+        )
+        for w in state.windows
+        if w.in_flight
+    )
+
+
+def succeeded(state: StreamState, start_ms: int) -> bool:
+    """Whether the window that started at `start_ms` and left flight was a success: gone or
+    finished by an ack (a partial ack moves its start: gone too), not due again or bypassed."""
+    for window in state.windows:
+        if window.start_ms == start_ms:
+            if not window.finished:
+                return False  # due again (a nack or a timeout), or sent again
+            closed = window.closed
+            return not closed or closed[-1].reason != "bypass"
+    return True
+
+
+def _uncount(gate: SourceGate, klass: Class, count: int = 1) -> None:
+    """Flights that ended without an answer the pacer should learn from."""
+    gate.in_flight[klass] = max(0, gate.in_flight[klass] - count)
+
+
+class Ledger:
+    """The counts behind each source's gate (see the module's docstring). `gate(source)`: the
+    source's SourceGate (made on first use)."""
+
+    def __init__(self, gate: Callable[[str], SourceGate]) -> None:
+        self._gate = gate
+        self._loaded: tuple[str, str | None, tuple[Flight, ...]] | None = None
+        self._admitted: dict[str, dict[int, Class]] = {}  # in the decision under way
+        self._flying: dict[Key, list[int]] = {}  # counted flights by class
+        self.waits: dict[str, Wait] = {}
+        self._waiting: dict[Key, int] = {}  # windows waiting (and streams standing by)
+        self._rebuilt: dict[str, tuple[str, int, int]] = {}  # stream -> source, partition, n
+        # source -> stream -> (class, end_ms) of its first waiting window: whom to wake
+        self.waiters: dict[str, dict[str, tuple[int, int]]] = {}
+        self.freed: set[str] = set()  # sources whose flights ended since the last `take_freed`
+
+    # -- a decision ------------------------------------------------------------------------
+
+    def loaded(self, stream_id: str, state: StreamState | None) -> None:
+        """The stream's state as loaded, before a decision."""
+        stale = self._admitted.pop(stream_id, None)
+        if stale and state is not None and state.config.source is not None:
+            gate = self._gate(state.config.source)
+            for klass in stale.values():  # a decision that raised: never applied
+                _uncount(gate, klass)
+        source = None if state is None or state.deleted_ms is not None else state.config.source
+        self._loaded = (stream_id, source, flights(state) if source is not None else ())
+
+    def admitted(self, stream_id: str, start_ms: int, klass: Class) -> None:
+        """The gate admitted (and counted) a dispatch in the decision under way."""
+        self._admitted.setdefault(stream_id, {})[start_ms] = klass
+
+    def note(self, partition: int, stream_id: str, state: StreamState | None,
+             standby: Callable[[StreamState, SourceGate], bool], now_ms: int) -> None:  # fmt: skip
+        """The stream's state after a decision (None: gone)."""
+        admitted = self._admitted.pop(stream_id, None)
+        loaded = self._loaded
+        if loaded is not None and loaded[0] == stream_id:
+            _, old_source, before = loaded
+        else:
+            old_source, before = None, ()
+        source = None if state is None or state.deleted_ms is not None else state.config.source
+        rebuilt = self._rebuilt.pop(stream_id, None)
+        if rebuilt is not None:  # counted as CATCHUP from its summary: count it as it is
+            r_source, r_partition, n = rebuilt
+            self._count(r_partition, r_source, CATCHUP, -n)
+            if old_source is not None:
+                for _, _, klass in before:
+                    self._count(partition, old_source, klass, 1)
+        after = flights(state) if source is not None else ()
+        if source != old_source:
+            for _, _, klass in before:
+                self._end(partition, old_source, klass, None)
+            before = ()
+        if source is not None and state is not None:
+            kept = {(start, attempt) for start, attempt, _ in before}
+            for start, attempt, klass in before:
+                if (start, attempt) not in {(s, a) for s, a, _ in after}:
+                    self._end(partition, source, klass, succeeded(state, start))
+            for start, attempt, klass in after:
+                if (start, attempt) in kept:
+                    continue
+                if admitted is not None and start in admitted:
+                    del admitted[start]
+                    self._tally(partition, source, klass, 1)  # the gate counted it
+                else:
+                    self._count(partition, source, klass, 1)  # sent without this gate
+        if admitted and state is not None and state.config.source is not None:
+            gate = self._gate(state.config.source)
+            for klass in admitted.values():  # admitted, yet not in flight
+                _uncount(gate, klass)
+        self._note_waits(partition, stream_id, state if source is not None else None, standby,
+                         now_ms)  # fmt: skip
+        self._loaded = (stream_id, source, after)
+
+    def rebuilt(self, partition: int, stream_id: str, source: str, in_flight: int) -> None:
+        """A stream of a rebuilt partition, from its stored summary: `in_flight` windows of
+        unknown class, counted as CATCHUP until its first decision."""
+        self._rebuilt[stream_id] = (source, partition, in_flight)
+        self._count(partition, source, CATCHUP, in_flight)
+
+    # -- partitions ------------------------------------------------------------------------
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        """Partitions gone (revoked, or to be rebuilt): their counts leave the gates."""
+        gone = set(partitions)
+        for key in [k for k in self._flying if k[0] in gone]:
+            counts = self._flying.pop(key)
+            gate = self._gate(key[1])
+            for klass in (0, 1, 2):
+                _uncount(gate, Class(klass), counts[klass])
+        for stream_id in [s for s, w in self.waits.items() if w.partition in gone]:
+            self._set_wait(stream_id, None)
+        for stream_id in [s for s, r in self._rebuilt.items() if r[1] in gone]:
+            del self._rebuilt[stream_id]
+        self._loaded = None
+
+    def reset(self) -> None:
+        """Every count goes (the engine rolled its store back; every partition is rebuilt)."""
+        self.forget({k[0] for k in self._flying} | {w.partition for w in self.waits.values()})
+        self._admitted.clear()
+        self._rebuilt.clear()
+
+    def demand(self, partition: int, source: str) -> int:
+        """In-flight plus waiting windows of `source` in `partition`, as counted here."""
+        key = (partition, source)
+        flying = self._flying.get(key)
+        return (0 if flying is None else sum(flying)) + self._waiting.get(key, 0)
+
+    def take_freed(self) -> set[str]:
+        freed, self.freed = self.freed, set()
+        return freed
+
+    # -- the parts -------------------------------------------------------------------------
+
+    def _tally(self, partition: int, source: str, klass: Class, delta: int) -> None:
+        counts = self._flying.get((partition, source))
+        if counts is None:
+            counts = self._flying[(partition, source)] = [0, 0, 0]
+        counts[klass] = max(0, counts[klass] + delta)
+        if not (counts[0] or counts[1] or counts[2]):
+            del self._flying[(partition, source)]
+
+    def _count(self, partition: int, source: str, klass: Class, delta: int) -> None:
+        """Flights counted (or, negative, uncounted) on the gate and here."""
+        gate = self._gate(source)
+        if delta > 0:
+            gate.in_flight[klass] += delta
+        else:
+            _uncount(gate, klass, -delta)
+        self._tally(partition, source, klass, delta)
+
+    def _end(self, partition: int, source: str | None, klass: Class, ok: bool | None) -> None:
+        """A flight ended: answered (`ok`: whether a success), or gone unanswered (None)."""
+        if source is None:
+            return
+        gate = self._gate(source)
+        if ok is None:
+            _uncount(gate, klass)
+        else:
+            gate.answered(klass, ok)
+        self._tally(partition, source, klass, -1)
+        self.freed.add(source)
+
+    def _note_waits(
+        self,
+        partition: int,
+        stream_id: str,
+        state: StreamState | None,
+        standby: Callable[[StreamState, SourceGate], bool],
+        now_ms: int,
+    ) -> None:
+        source = None if state is None else state.config.source
+        if state is None or source is None:
+            self._set_wait(stream_id, None)
+            return
+        config = state.config
+        now_live = now_ms - config.delay_ms
+        counts = [0, 0, 0]
+        first: tuple[int, int] | None = None
+        for window in state.windows:
+            if window.waiting_since_ms is not None and not window.in_flight:
+                klass = classify(window.end_ms, now_live, config.window_ms, "live")
+                counts[klass] += 1
+                if first is None or (klass, window.end_ms) < first:
+                    first = (klass, window.end_ms)
+        if first is None and standby(state, self._gate(source)):
+            counts[0] = 1  # standing by: its next window is due soon, as LIVE
+        if not (counts[0] or counts[1] or counts[2]):
+            self._set_wait(stream_id, None)
+        else:
+            waits = (counts[0], counts[1], counts[2])
+            self._set_wait(stream_id, Wait(source, partition, waits, first))
+
+    def _set_wait(self, stream_id: str, wait: Wait | None) -> None:
+        old = self.waits.get(stream_id)
+        if old == wait:
+            return
+        if old is not None:
+            self._apply_wait(stream_id, old, -1)
+        if wait is None:
+            self.waits.pop(stream_id, None)
+        else:
+            self.waits[stream_id] = wait
+            self._apply_wait(stream_id, wait, 1)
+
+    def _apply_wait(self, stream_id: str, wait: Wait, sign: int) -> None:
+        gate = self._gate(wait.source)
+        for klass in (0, 1, 2):
+            if wait.counts[klass]:
+                gate.waiting(Class(klass), sign * wait.counts[klass])
+        key = (wait.partition, wait.source)
+        total = self._waiting.get(key, 0) + sign * sum(wait.counts)
+        if total > 0:
+            self._waiting[key] = total
+        else:
+            self._waiting.pop(key, None)
+        if wait.first is None:
+            return
+        waiters = self.waiters.setdefault(wait.source, {})
+        if sign > 0:
+            waiters[stream_id] = wait.first
+        else:
+            waiters.pop(stream_id, None)
+            if not waiters:
+                del self.waiters[wait.source]
