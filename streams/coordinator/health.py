@@ -269,28 +269,40 @@ class SourceHealth:
         return out
 
     def entries(
-        self, now_ms: int, demand: Callable[[int, str], int] | None = None
+        self,
+        now_ms: int,
+        load: Callable[[int, str], tuple[int, int, int]] | None = None,
+        pacing: Callable[[], dict[str, int]] | None = None,
     ) -> list[tuple[bytes, bytes]]:
         """(key, value) of every built partition's entry when `publish_ms` has passed, else [].
-        `demand(partition, source)`: this coordinator's in-flight plus waiting windows there."""
+        `load(partition, source)`: admission's (in flight, waiting, dispatched) there;
+        `pacing()`: the sources whose recovery this coordinator paces, and each one's level."""
         last = self._published_ms
         if last is not None and 0 <= now_ms - last < self.publish_ms:
             return []
         self._published_ms = now_ms
         out = []
         outages = self._outages
+        paced = {} if pacing is None else pacing()
         for p in sorted(self._built):
-            sources = {
-                source: SourceCountsModel(
+            sources = {}
+            for source, (f, t) in self._counts.get(p, {}).items():
+                in_flight, waiting, dispatched = (0, 0, 0) if load is None else load(p, source)
+                sources[source] = SourceCountsModel(
                     failing=f,
                     total=t,
                     outage_since_ms=outages[source].since_ms if source in outages else None,
-                    demand=0 if demand is None else demand(p, source),
+                    demand=in_flight + waiting,
+                    in_flight=in_flight,
+                    waiting=waiting,
+                    dispatched=dispatched,
                 )
-                for source, (f, t) in self._counts.get(p, {}).items()
-            }
             entry = HealthMessage(
-                partition=p, owner=self.owner, published_ms=now_ms, sources=sources
+                partition=p,
+                owner=self.owner,
+                published_ms=now_ms,
+                sources=sources,
+                pacing={s: level for s, level in paced.items() if s in sources},
             )
             out.append((health_key(p), encode_health(entry)))
         return out

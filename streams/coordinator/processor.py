@@ -257,7 +257,11 @@ class Processor:
             if partition in self._ownership.assigned:
                 self.index.set(partition, stream_id, 0)
         topic = self.topics.health
-        entries = health.entries(now_ms, None if admission is None else admission.demand)
+        entries = (
+            health.entries(now_ms)
+            if admission is None
+            else health.entries(now_ms, admission.ledger.load, admission.pacing)
+        )
         for key, value in entries:
             self.emitter.send(topic, key, value)
         if admission is not None:

@@ -23,6 +23,19 @@ class SourceCountsModel(Wire):
         description="windows of the source in flight or waiting for admission in the partition "
         "(each coordinator's share of a capped source is allocated by it)",
     )
+    in_flight: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] = Field(
+        default=0, description="of the demand, the tasks dispatched and not yet answered"
+    )
+    waiting: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] = Field(
+        default=0,
+        description="of the demand, the windows waiting for admission (and live streams of a "
+        "limited source standing by for their next window)",
+    )
+    dispatched: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] = Field(
+        default=0,
+        description="tasks of the source dispatched in the partition since its owner took it "
+        "(a counter: it starts again at 0 when the partition moves or its owner restarts)",
+    )
 
 
 class HealthMessage(Wire):
@@ -32,6 +45,13 @@ class HealthMessage(Wire):
     owner: str = Field(max_length=400, description="the coordinator instance that owns it")
     published_ms: Ms
     sources: dict[Annotated[str, Field(min_length=1, max_length=200)], SourceCountsModel]
+    pacing: dict[
+        Annotated[str, Field(min_length=1, max_length=200)], Annotated[int, Field(ge=0)]
+    ] = Field(
+        default_factory=dict,
+        description="the sources whose recovery the owner paces now, and the concurrency "
+        "it allows each (streams.core.admission.pacing)",
+    )
 
 
 def health_key(partition: int) -> bytes:

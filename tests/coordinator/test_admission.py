@@ -256,3 +256,29 @@ def test_a_restart_counts_the_flights_it_finds_and_forgets_them_as_they_are_answ
     for task in sent:
         again.result(ack(task), now_ms)
     assert sum(gate.in_flight) == len(again.tasks()) <= 6  # answers freed room, refilled
+
+
+def test_the_health_entries_publish_each_partitions_load_of_a_source() -> None:
+    """What the other coordinators allocate by and the status page shows: per partition, the
+    source's tasks in flight, windows waiting and dispatches so far; and the sources paced."""
+    d = gated({"S": SourceLimits("S", max_in_flight=10)})
+    now_ms = T0 + 5 * 60 * SECOND_MS + 500
+    for i in range(12):
+        d.upsert(f"s-{i}", now_ms, source="S")
+    for _ in range(3):
+        now_ms += 1_000
+        step(d, now_ms)
+    d.processor.admission.recover({"S": 12}, now_ms)  # type: ignore[union-attr]
+    now_ms += 1_000
+    step(d, now_ms)
+    latest: dict[bytes, HealthMessage] = {}
+    for sent in d.emitter.on(d.topics.health):
+        entry = decode_health(sent.key, sent.value)
+        assert entry is not None
+        latest[sent.key] = entry
+    counts = [e.sources["S"] for e in latest.values() if "S" in e.sources]
+    assert sum(c.in_flight for c in counts) == len(d.tasks()) == 10
+    assert sum(c.waiting for c in counts) == 2
+    assert sum(c.dispatched for c in counts) == 10
+    assert all(c.demand == c.in_flight + c.waiting for c in counts)
+    assert {level for e in latest.values() for level in e.pacing.values()} == {4}

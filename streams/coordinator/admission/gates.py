@@ -193,6 +193,10 @@ class Admission:
         """This coordinator's in-flight plus waiting windows of `source` in `partition`."""
         return self.ledger.demand(partition, source)
 
+    def pacing(self) -> dict[str, int]:
+        """The sources whose recovery is paced now, and the concurrency each allows."""
+        return {s: level for s, g in self.gates.items() if (level := g.pacer.limit()) is not None}
+
     # -- the parts -------------------------------------------------------------------------
 
     def _gate(self, source: str, now_ms: int) -> SourceGate:

@@ -83,6 +83,7 @@ class Ledger:
         self.waits: dict[str, Wait] = {}
         self._waiting: dict[Key, int] = {}  # windows waiting (and streams standing by)
         self._rebuilt: dict[str, tuple[str, int, int]] = {}  # stream -> source, partition, n
+        self._dispatched: dict[Key, int] = {}  # tasks dispatched (a counter)
         # source -> stream -> (class, end_ms) of its first waiting window: whom to wake
         self.waiters: dict[str, dict[str, tuple[int, int]]] = {}
         self.freed: set[str] = set()  # sources whose flights ended since the last `take_freed`
@@ -136,6 +137,8 @@ class Ledger:
                 if admitted is not None and start in admitted:
                     del admitted[start]
                     self._tally(partition, source, klass, 1)  # the gate counted it
+                    key = (partition, source)
+                    self._dispatched[key] = self._dispatched.get(key, 0) + 1
                 else:
                     self._count(partition, source, klass, 1)  # sent without this gate
         if admitted and state is not None and state.config.source is not None:
@@ -166,6 +169,8 @@ class Ledger:
             self._set_wait(stream_id, None)
         for stream_id in [s for s, r in self._rebuilt.items() if r[1] in gone]:
             del self._rebuilt[stream_id]
+        for key in [k for k in self._dispatched if k[0] in gone]:
+            del self._dispatched[key]
         self._loaded = None
 
     def reset(self) -> None:
@@ -179,6 +184,16 @@ class Ledger:
         key = (partition, source)
         flying = self._flying.get(key)
         return (0 if flying is None else sum(flying)) + self._waiting.get(key, 0)
+
+    def load(self, partition: int, source: str) -> tuple[int, int, int]:
+        """(in flight, waiting, dispatched) of `source` in `partition`, as counted here."""
+        key = (partition, source)
+        flying = self._flying.get(key)
+        return (
+            0 if flying is None else sum(flying),
+            self._waiting.get(key, 0),
+            self._dispatched.get(key, 0),
+        )
 
     def take_freed(self) -> set[str]:
         freed, self.freed = self.freed, set()
