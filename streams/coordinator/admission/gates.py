@@ -3,12 +3,12 @@
 
 The rules are the core's; this module counts and wakes:
 
-- **Counting.** After every decision of a stream (`note`, beside the outage guard's), the
-  stream's windows say what it has in flight and what waits for admission: a window that left
-  flight since was answered (a success when it was acked, a failure when it is due again or
-  was bypassed), which frees its slot and feeds the pacer. A rebuilt partition's streams count
-  from their stored summaries (`note_rebuilt`: their flights as CATCHUP, until their next
-  decision says which class each is), so a restart does not forget what is in flight.
+- **Counting** (streams.coordinator.admission.ledger). Each decision's answers and dispatches
+  are the difference between the stream's flights as loaded and as decided: a flight gone was
+  answered (a success when its window was acked, a failure when it is due again or was
+  bypassed), which frees its slot and feeds the pacer. A rebuilt partition's streams count from
+  their stored summaries, so a restart does not forget what is in flight. A stream moved to
+  another source takes its tasks in flight with it.
 - **Standing by.** A stream of a capped source with nothing in flight or waiting, whose next
   window is due within one `window_ms` (a live stream between two windows), counts as a LIVE
   window waiting, though it is not woken: the backfill beyond its floor is admitted only while
