@@ -44,7 +44,13 @@ def health(at_ms: int, minute: int) -> list[HealthMessage]:
 
 
 @pytest.fixture
-def dashboard() -> Iterator[DashboardServer]:
+def limits() -> list[SourceEntry]:
+    """The `sources` entries the view reads at each refresh (a test may add some)."""
+    return list(LIMITS)
+
+
+@pytest.fixture
+def dashboard(limits: list[SourceEntry]) -> Iterator[DashboardServer]:
     """The page at NOW over a view that saw the hour before it, a sample a minute."""
     view = SourcesView(OutagePolicy(), stale_ms=30_000)
     for minute in range(60):
@@ -52,7 +58,7 @@ def dashboard() -> Iterator[DashboardServer]:
         view.observe(health(at, minute), LIMITS, at)
 
     def sources(now_ms: int) -> dict[str, Any]:
-        return view.observe(health(now_ms, 60), LIMITS, now_ms)
+        return view.observe(health(now_ms, 60), limits, now_ms)
 
     model = FakeReadModel(views=[FakeStream("app-1", downstream_ms=NOW - 60_000)])
     server = DashboardServer(model=model, port=0, refresh_interval_s=0.1, clock=lambda: NOW,
@@ -90,7 +96,7 @@ def test_the_api_lists_each_source_with_its_hour(dashboard: DashboardServer) -> 
 
 
 def test_the_page_shows_the_sources_table_and_charts(
-    dashboard: DashboardServer, browser: Browser
+    dashboard: DashboardServer, limits: list[SourceEntry], browser: Browser
 ) -> None:
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     page.goto(dashboard.url)
@@ -121,6 +127,11 @@ def test_the_page_shows_the_sources_table_and_charts(
         f"() => Number(document.getElementById('sources').dataset.updates) > {updates + 1}"
     )
     expect(chart).to_be_attached()
+    # A source that appears between two samples gets its (empty) chart at once.
+    limits.append(SourceEntry(SourceLimits("new-db", max_in_flight=2), NOW))
+    new = page.locator("#source-rows tr[data-source='new-db']")
+    expect(new.locator("svg.src-chart")).to_have_attribute("aria-label", "no samples yet")
+    expect(new.locator("td").nth(1)).to_have_text("no fresh health")
     OUTPUT.mkdir(exist_ok=True)
     page.locator("#sources").screenshot(path=str(OUTPUT / "dashboard-sources.png"))
     page.close()

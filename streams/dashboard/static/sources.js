@@ -1,5 +1,6 @@
 // The Sources panel: /api/sources?history=0 every second, the histories (/api/sources) only
-// when a new sample was taken; one small SVG chart per source, plain elements, text as text.
+// when a new sample was taken (or a source appeared); one small SVG chart per source, plain
+// elements, text as text.
 const SVG = "http://www.w3.org/2000/svg";
 const CHART_W = 200, CHART_H = 36;
 let sourcesSampled = null;   // the sampled_ms of the histories held
@@ -129,7 +130,9 @@ async function pollSources() {
   const problem = document.getElementById("source-problem");
   try {
     let doc = await getJson("/api/sources?history=0", abort.signal);
-    if (doc.sampled_ms !== sourcesSampled) {  // a new sample: fetch the histories once
+    // A new sample, or a source new since the last one: fetch the histories (once).
+    const unknown = doc.sources.some((s) => !sourceHistories.has(s.source));
+    if (doc.sampled_ms !== sourcesSampled || unknown) {
       doc = await getJson("/api/sources", abort.signal);
       sourceHistories = new Map(doc.sources.map((s) => [s.source,
         {chart: chart(s.history, doc.sampled_ms, doc.window_ms)}]));
