@@ -2,13 +2,13 @@
 hour. Pure: the entries of `{prefix}.health` and `{prefix}.sources` and the time come in (the
 topics are read by streams.dashboard.sources_reader), the `/api/sources` document goes out.
 
-A source is listed when either topic names it, or it still has a history on the page (an hour
-at most). Per source, over the **fresh** `health` entries (the coordinators' staleness rule,
-streams.outages.is_fresh):
+A source is listed when its `sources` entry or a fresh `health` entry names it, or while it
+still has a history on the page (an hour at most, then it goes). Per source, over the **fresh**
+`health` entries (the coordinators' staleness rule, streams.outages.is_fresh):
 
-| field             | what                                                                  |
-|-------------------|-----------------------------------------------------------------------|
-| `limits`          | its `sources` entry (every limit, and `updated_ms`), or null: no limits |
+| field             | what                                                                   |
+|-------------------|------------------------------------------------------------------------|
+| `limits`          | its `sources` entry (every limit, `updated_ms`), or null: no limits    |
 | `failing`/`total` | its streams failing, of its streams, summed over partitions            |
 | `in_outage`       | whether that is an outage under the guard's policy (streams.core)      |
 | `outage_since_ms` | the earliest an owner has seen it in outage, or null                   |
