@@ -211,3 +211,13 @@ def test_a_bad_parameter_is_a_400_naming_it(query: str, parameter: str) -> None:
     status, body = sources_response(None, query, NOW)
     assert status == HTTPStatus.BAD_REQUEST
     assert body["parameter"] == parameter and body["error"].startswith(f"bad parameter {parameter}")
+
+
+def test_a_clock_that_goes_back_takes_no_sample_and_the_next_rate_counts_from_there() -> None:
+    v = view()
+    v.observe([entry(0, NOW, S=counts(dispatched=0))], [], NOW)
+    taken = v.history.observe([entry(0, NOW, S=counts(dispatched=50))], {}, NOW - 60_000,
+                              {"S"}, {"S"})  # fmt: skip
+    assert taken is False and v.history.sampled_ms == NOW - 60_000
+    doc = v.observe([entry(0, NOW, S=counts(dispatched=100))], [], NOW - 50_000)
+    assert history_of(doc, "S")[-1] == (NOW - 50_000, 10.0, 0)  # 100 over the 10 s since
