@@ -45,6 +45,12 @@ class SourceOutage:
         }
 
 
+def is_fresh(entry: HealthMessage, now_ms: int, stale_ms: int) -> bool:
+    """Whether an entry counts at `now_ms`: published less than `stale_ms` before (the
+    coordinators' rule, streams.coordinator.health; a dead owner's entries stop counting)."""
+    return now_ms - entry.published_ms < stale_ms
+
+
 def outages_of(
     entries: Iterable[HealthMessage], now_ms: int, policy: OutagePolicy, stale_ms: int
 ) -> list[SourceOutage]:
@@ -52,7 +58,7 @@ def outages_of(
     sums: dict[str, list[int]] = {}
     since: dict[str, int] = {}
     for entry in entries:
-        if now_ms - entry.published_ms >= stale_ms:
+        if not is_fresh(entry, now_ms, stale_ms):
             continue
         for source, counts in entry.sources.items():
             acc = sums.setdefault(source, [0, 0])

@@ -5,13 +5,22 @@ tests/test_cli_sources_broker.py)."""
 from __future__ import annotations
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from streams.cli import app
-from streams.commands.source_limits import check_alone, entry_doc, merge, parse_changes
+from streams.commands.source_limits import (
+    check_alone,
+    entry_doc,
+    merge,
+    parse_changes,
+    sources_load_table,
+)
+from streams.core import OutagePolicy
 from streams.core.admission import SourceLimits
+from streams.dashboard.sources import SourcesView
 from streams.errors import InvalidInput
-from streams.wire import SourceEntry
+from streams.wire import HealthMessage, SourceCountsModel, SourceEntry
 
 T0 = 1_795_946_400_000
 
@@ -121,3 +130,24 @@ def test_every_sources_command_has_help_and_set_says_none_unsets() -> None:
         assert result.exit_code == 0 and "Usage:" in result.stdout
     text = CliRunner().invoke(app, ["sources", "set", "--help"], env={"COLUMNS": "200"}).stdout
     assert "`none` unsets an optional one" in text and "--max-in-flight N|none" in text
+
+
+def test_status_shows_the_sources_view_as_a_table() -> None:
+    """`tidemark status` prints the status page's Sources rows (streams.dashboard.sources)."""
+    counts = SourceCountsModel(failing=9, total=10, in_flight=7, waiting=3, demand=10,
+                               outage_since_ms=T0 - 725_000)  # fmt: skip
+    entry = HealthMessage(partition=0, owner="c1", published_ms=T0, sources={"thanos": counts},
+                          pacing={"thanos": 8})  # fmt: skip
+    limits = [SourceEntry(SourceLimits("thanos", max_in_flight=20, rate_per_s=5.0), T0),
+              SourceEntry(SourceLimits("idle"), T0)]  # fmt: skip
+    doc = SourcesView(OutagePolicy(), 30_000).observe([entry], limits, T0)
+    console = Console(width=200, record=True)
+    console.print(sources_load_table(doc["sources"], T0))
+    lines = [
+        " ".join(line.replace("│", " ").split()) for line in console.export_text().splitlines()
+    ]
+    assert "idle no fresh health pacing only 0 0 -" in lines  # defaults: only paced recovery
+    assert (
+        "thanos in outage for 12m5s: 9 of 10 failing 20 in flight, 5/s (burst 5) 7 / 20 3 8"
+        in lines
+    )

@@ -21,6 +21,7 @@ from streams.commands.common import (
     friendly_errors,
     print_json,
 )
+from streams.commands.source_limits import sources_load_table
 from streams.commands.views import (
     STATE_STYLES,
     by_lag,
@@ -31,7 +32,6 @@ from streams.commands.views import (
 )
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import create_topics, partition_counts
-from streams.outages import read_outages
 from streams.readmodel import ReadModel
 
 TOP_LAGGING = 10
@@ -107,7 +107,8 @@ def status(
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
 ) -> None:
-    """Cluster summary: the broker, streams by state, the most lagging, recent bypasses.
+    """Cluster summary: the broker, streams by state, the sources (health, limit, in flight,
+    waiting, pacing), the most lagging streams, recent bypasses.
 
     Exit 1 when the broker cannot be reached.
     """
@@ -132,7 +133,9 @@ def status(
     finally:
         model.close()
     now = now_ms()
-    outages = read_outages(env.settings, env.topics.health, now, READ_TIMEOUT_S)
+    from streams.dashboard.sources_reader import read_sources  # the status page's Sources view
+
+    outages, sources = read_sources(env.settings, env.topics, now, READ_TIMEOUT_S)
     views = by_lag(model.streams(), now)
     counts = dict.fromkeys(STATE_STYLES, 0)
     for view in views:
@@ -150,6 +153,7 @@ def status(
                 "lagging": [stream_doc(v, now, config=False) for v in lagging],
                 "bypasses": [bypass_doc(b) for b in bypasses],
                 "outages": [outage.to_json() for outage in outages],
+                "sources": sources["sources"],
             }
         )
         return
@@ -168,6 +172,10 @@ def status(
     out.print(f"streams: {len(views)} ({by_state})")
     if not model.caught_up:
         out.print("the topics were not read to their end; this view may be behind", style="yellow")
+    if sources["sources"]:
+        out.print(sources_load_table(sources["sources"], now))
+        if sources["omitted"]:
+            out.print(f"and {sources['omitted']:,} more sources", style="dim")
     if lagging:
         out.print(streams_table(lagging, now, title=f"most lagging (top {TOP_LAGGING})"))
     if bypasses:

@@ -1,6 +1,7 @@
 """What `tidemark sources` does without Kafka: parse the limit flags (`none` unsets an optional
 one), merge them into a source's current limits, validate the result naming the flag, and render
-entries as JSON documents and a table.
+entries as JSON documents and a table (and, for `tidemark status`, the status page's Sources
+rows: streams.dashboard.sources).
 
 The bounds are `SourceLimits`'s (streams.core.admission.limits); nothing here repeats them.
 """
@@ -11,10 +12,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from streams.core.admission import SourceLimits, limits_from_dict, limits_to_dict
 from streams.errors import InvalidInput
-from streams.humanize import format_time
+from streams.humanize import format_duration, format_time
 from streams.wire import SourceEntry
 
 # field -> its flag (the source's name is the NAME argument)
@@ -121,4 +123,47 @@ def source_table(entry: SourceEntry) -> Table:
     for name in COLUMNS:
         table.add_row(name, _text(getattr(entry.limits, name)), FLAGS[name])
     table.add_row("updated", format_time(entry.updated_ms), "-")
+    return table
+
+
+def limit_text(limits: Mapping[str, Any] | None) -> str:
+    """A Sources row's limits in a few words: "20 in flight, 5/s (burst 5)", or "none"."""
+    if limits is None:
+        return "none"
+    parts = []
+    if limits["max_in_flight"] is not None:
+        parts.append(f"{limits['max_in_flight']:,} in flight")
+    if limits["rate_per_s"] is not None:
+        parts.append(f"{_text(limits['rate_per_s'])}/s (burst {limits['burst']})")
+    return ", ".join(parts) or "pacing only"
+
+
+def health_text(row: Mapping[str, Any], now_ms: int) -> Text:
+    """A Sources row's health: "9 of 10 failing", in red and with since when in an outage."""
+    if not row["partitions"]:
+        return Text("no fresh health", style="dim")
+    counts = f"{row['failing']:,} of {row['total']:,} failing"
+    if not row["in_outage"]:
+        return Text(counts)
+    since, held = row["outage_since_ms"], ""
+    if since is not None:  # whole seconds, the two largest units, as the outage line says
+        held = f" for {format_duration(max(0, now_ms - since) // 1000 * 1000, parts=2)}"
+    return Text(f"in outage{held}: {counts}", style="red")
+
+
+def sources_load_table(rows: Iterable[Mapping[str, Any]], now_ms: int) -> Table:
+    """The status page's Sources table (streams.dashboard.sources rows), without the charts."""
+    table = Table(title="sources", title_justify="left")
+    table.add_column("source", overflow="fold")
+    table.add_column("health")
+    table.add_column("limit")
+    for name in ("in flight", "waiting", "pacing"):
+        table.add_column(name, justify="right")
+    for row in rows:
+        limits = row["limits"]
+        cap = limits["max_in_flight"] if limits is not None else None
+        in_flight = f"{row['in_flight']:,}" + ("" if cap is None else f" / {cap:,}")
+        pacing = "-" if row["pacing"] is None else f"{row['pacing']:,}"
+        table.add_row(row["source"], health_text(row, now_ms), limit_text(limits), in_flight,
+                      f"{row['waiting']:,}", pacing)  # fmt: skip
     return table

@@ -20,9 +20,10 @@ import hashlib
 from streams.dashboard import resources, table_page
 from streams.dashboard.timeline_page import TIMELINE_SCRIPT, TIMELINE_STYLE
 
-# The page's own style and script, the window timeline's after them (one block of each).
-STYLE = resources.read("page.css") + TIMELINE_STYLE
-SCRIPT = resources.read("page.js") + TIMELINE_SCRIPT
+# The page's own style and script, the window timeline's and the Sources panel's after them
+# (one block of each). The Sources panel polls /api/sources on its own (static/sources.js).
+STYLE = resources.read("page.css") + TIMELINE_STYLE + resources.read("sources.css")
+SCRIPT = resources.read("page.js") + TIMELINE_SCRIPT + resources.read("sources.js")
 
 # What each `{{ name }}` of index.html becomes: the table's script before the page's, whose
 # last lines start it.

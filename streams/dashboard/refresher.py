@@ -24,14 +24,17 @@ log = logging.getLogger(__name__)
 STALE_AFTER_MS = 10_000
 # (now_ms, each stream's pipeline) -> each pipeline's doc (streams.dashboard.pipelines)
 Pipelines = Callable[[int, Callable[[], Mapping[str, str]]], list[dict[str, Any]]]
+# now_ms -> the Sources view's document (streams.dashboard.sources)
+Sources = Callable[[int], dict[str, Any]]
 
 
 class Refresher:
     """The read model's one refreshing thread and the snapshots it publishes.
 
-    `model`, `outages` (the sources in outage at a time) and `pipelines` (the registry's
-    pipelines, streams.dashboard.pipelines) may be set after construction,
-    before the thread starts; `refresh_once` does nothing without a model.
+    `model`, `outages` (the sources in outage at a time), `pipelines` (the registry's
+    pipelines, streams.dashboard.pipelines) and `sources` (the Sources view,
+    streams.dashboard.sources) may be set after construction, before the thread starts;
+    `refresh_once` does nothing without a model.
     """
 
     def __init__(
@@ -41,12 +44,14 @@ class Refresher:
         model: ReadModelSource | None = None,
         outages: Callable[[int], list[SourceOutage]] | None = None,
         pipelines: Pipelines | None = None,
+        sources: Sources | None = None,
     ) -> None:
         self.clock = clock
         self.interval_s = interval_s
         self.model = model
         self.outages = outages
         self.pipelines = pipelines
+        self.sources = sources
         self._table = StreamTable()  # shared by every snapshot; changed in place, locked
         self._snapshot = Snapshot(self._table)
         self._lock = threading.Lock()
@@ -81,6 +86,9 @@ class Refresher:
             if self.pipelines is not None:
                 docs = self.pipelines(fresh.refreshed_ms or self.clock(), self._table.pipelines)
                 fresh = dataclasses.replace(fresh, pipelines=tuple(docs))
+            if self.sources is not None:
+                doc = self.sources(fresh.refreshed_ms or self.clock())
+                fresh = dataclasses.replace(fresh, sources=doc)
         except Exception as exc:  # the page must keep serving the last good data
             error = f"{type(exc).__name__}: {exc}"[:500]
             if error != self.snapshot().refresh_error:  # log a lasting failure once

@@ -15,9 +15,11 @@ FILES = (
     "page.css",
     "table.css",
     "timeline.css",
+    "sources.css",
     "page.js",
     "table.js",
     "timeline.js",
+    "sources.js",
 )
 
 

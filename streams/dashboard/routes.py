@@ -1,7 +1,8 @@
 """What the status page answers at each path: `GET /`, `GET /api/state`, `GET /api/streams`
-(streams.dashboard.api), `GET /api/streams/<id>/timeline` (streams.dashboard.timeline) and
-`GET /healthz` are the whole surface; other paths get 404 (other methods 405, in
-streams.dashboard.httpd). Pure but for the site it asks.
+(streams.dashboard.api), `GET /api/streams/<id>/timeline` (streams.dashboard.timeline),
+`GET /api/sources` (streams.dashboard.sources) and `GET /healthz` are the whole surface;
+other paths get 404 (other methods 405, in streams.dashboard.httpd). Pure but for the site it
+asks.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from http import HTTPStatus
 from typing import Any, Protocol
 
 from streams.dashboard import api, page, timeline
+from streams.dashboard.sources import sources_response
 from streams.dashboard.state import Snapshot, state_document
 
 HTML = "text/html; charset=utf-8"
@@ -57,6 +59,8 @@ def route(site: Site, path: str, query: str) -> Response:
         return json_response(HTTPStatus.OK, state_document(site.snapshot(), site.clock()))
     if path == "/api/streams":
         return json_response(*api.streams_response(site.snapshot(), query, site.clock()))
+    if path == "/api/sources":
+        return json_response(*sources_response(site.snapshot().sources, query, site.clock()))
     if timeline.is_timeline_path(path):
         return json_response(*site.timeline(path))
     if path == "/healthz":

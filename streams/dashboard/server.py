@@ -18,7 +18,8 @@ from streams.clock import now_ms
 from streams.dashboard import timeline
 from streams.dashboard.httpd import DashboardHTTPServer
 from streams.dashboard.pipelines import PipelinesReader
-from streams.dashboard.refresher import Pipelines, Refresher
+from streams.dashboard.refresher import Pipelines, Refresher, Sources
+from streams.dashboard.sources_reader import SourcesReader
 from streams.dashboard.state import ReadModelSource, Snapshot
 from streams.kafka.settings import KafkaSettings
 from streams.outages import HealthReader, SourceOutage
@@ -48,6 +49,7 @@ class DashboardServer:
         outages: Callable[[int], list[SourceOutage]] | None = None,
         commits: timeline.CommitHistory | None = None,
         pipelines: Pipelines | None = None,
+        sources: Sources | None = None,
     ) -> None:
         self.settings = settings or KafkaSettings()
         self.prefix = prefix
@@ -56,8 +58,10 @@ class DashboardServer:
         self.clock = clock
         # outages: the sources in outage at a time; None: read from `health` once started
         # pipelines: the registry's pipelines; None: read from `pipelines` once started
-        self._refresher = Refresher(clock, refresh_interval_s, model, outages, pipelines)
+        # sources: the Sources view; None: read from `sources` and `health` once started
+        self._refresher = Refresher(clock, refresh_interval_s, model, outages, pipelines, sources)
         self._health: HealthReader | None = None
+        self._sources: SourcesReader | None = None
         self._pipelines: PipelinesReader | None = None
         self._commits = commits  # the timeline's reads of `commits`; None: read from the topic
         self._stopping = threading.Event()
@@ -92,16 +96,21 @@ class DashboardServer:
 
             try:
                 refresher.model = ReadModel(self.settings, self.prefix)
-                if refresher.outages is None:
-                    self._health = HealthReader(self.settings, Topics(self.prefix).health)
+                topics = Topics(self.prefix)
+                if refresher.outages is None or refresher.sources is None:
+                    self._health = HealthReader(self.settings, topics.health)
+                if refresher.outages is None and self._health is not None:
                     refresher.outages = self._health.outages
+                if refresher.sources is None and self._health is not None:
+                    self._sources = SourcesReader(self.settings, topics.sources, self._health)
+                    refresher.sources = self._sources.document
                 if refresher.pipelines is None:
-                    self._pipelines = PipelinesReader(self.settings, Topics(self.prefix))
+                    self._pipelines = PipelinesReader(self.settings, topics)
                     refresher.pipelines = self._pipelines.docs
                 if self._commits is None:
                     from streams.dashboard.history import KafkaCommitHistory
 
-                    self._commits = KafkaCommitHistory(self.settings, Topics(self.prefix).commits)
+                    self._commits = KafkaCommitHistory(self.settings, topics.commits)
             except BaseException:
                 self._httpd.server_close()
                 self._httpd = None
@@ -137,10 +146,12 @@ class DashboardServer:
             self._refresher.model = None
         if self._pipelines is not None:  # ours: a restart makes a new one
             self._refresher.pipelines = None
-        for reader in (self._health, self._commits, self._pipelines):
+        if self._sources is not None:
+            self._refresher.sources = None
+        for reader in (self._sources, self._health, self._commits, self._pipelines):
             if reader is not None:
                 reader.close()
-        self._health = self._commits = self._pipelines = None
+        self._health = self._commits = self._pipelines = self._sources = None
 
     def __enter__(self) -> DashboardServer:
         return self.start()

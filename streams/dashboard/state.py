@@ -79,6 +79,8 @@ class Snapshot:
     caught_up: bool = True  # whether the read model had read every topic to its end
     # Each pipeline as `tidemark pipelines list` shows it (streams.registry.pipeline_doc).
     pipelines: tuple[dict[str, Any], ...] = ()
+    # The Sources view's document (streams.dashboard.sources); None: not read (yet).
+    sources: dict[str, Any] | None = None
 
     @classmethod
     def of(

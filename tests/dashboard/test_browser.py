@@ -2,7 +2,8 @@
 
 A real broker and coordinator, a stand-in worker that acks one stream and nacks another until
 it is bypassed, the DashboardServer in-process; the page must show both streams with their
-lag, the bypass with its replay command, escape user text, and update without a reload.
+lag, the bypass with its replay command, escape user text, update without a reload, and list
+the healthy stream's source in the Sources panel.
 The screenshot goes to test-output/dashboard.png. Then, over a fake read model of 1,234
 streams (no broker), the table's server-side pages, sorts and debounced search.
 """
@@ -63,7 +64,8 @@ def test_the_status_page_in_a_real_browser(
         feed = Feed(kafka, prefix)
         now = now_ms()
         # Healthy: 2 s windows every second, so its downstream time moves while we watch.
-        feed.upsert(healthy, now - now % 1000 - 10_000, window_ms=2000, step_ms=1000, **FAST)
+        feed.upsert(healthy, now - now % 1000 - 10_000, window_ms=2000, step_ms=1000,
+                    source=f"db-{unique}", **FAST)  # fmt: skip
         # Failing: one-minute windows from 5 minutes ago, every attempt nacked until bypassed.
         feed.upsert(failing, now - now % 60_000 - 300_000, **FAST)
         with (
@@ -72,6 +74,10 @@ def test_the_status_page_in_a_real_browser(
         ):
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             check_the_page(page, dashboard.url, healthy, failing)
+            # Its source, from the coordinator's `health` entries, in the Sources panel.
+            source = row(page, "source", f"db-{unique}")
+            expect(source.locator("td").nth(2)).to_have_text("none", timeout=WAIT_MS)
+            expect(source.locator("svg.src-chart")).to_be_attached()
     finally:
         coordinator.stop()
 
