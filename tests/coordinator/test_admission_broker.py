@@ -204,11 +204,13 @@ def test_a_cap_holds_across_two_coordinators_and_through_a_rebalance(
 def test_live_windows_keep_their_pace_while_a_day_of_backfill_keeps_its_floor(
     kafka: KafkaSettings, unique: str, tmp_path: Path
 ) -> None:
-    """100 live streams of 1 s windows and 50 streams a day behind (1 min windows) on one source
-    capped at 30, backfill_share 0.2 (6 slots), a worker that holds each task 200 ms: the live
-    streams alone need about 20 slots and the backfill would take every one. Once the first
-    views have granted the coordinator its share, live windows go out within a second of
-    their end (p99), and the backfill is answered at its floor's rate at least."""
+    """100 live streams of 1 s windows and 50 streams a day behind (1 min windows, 3 in flight
+    each) on one source capped at 30, backfill_share 0.2 (6 slots), a worker that holds each
+    task 100 ms: the 100 live windows come due together each second, and the backfill alone
+    would take every slot. Once the first views have granted the coordinator its share, live
+    windows go out within a second of their end (p99: the 24 slots left to them take 100 in
+    about 5 rounds of a task's 100 ms and its way back), and the backfill is answered at its
+    floor's rate at least."""
     prefix = f"live-{unique}"
     coordinator = CoordinatorProcess(kafka, prefix, tmp_path / "data", tmp_path / "log",
                                      partitions=4, engine="confluent", env=GUARD)  # fmt: skip
@@ -220,7 +222,7 @@ def test_live_windows_keep_their_pace_while_a_day_of_backfill_keeps_its_floor(
     now = now_ms()
     live_start = now - now % 1000
     try:
-        with SlowWorker(kafka, prefix, f"w-{unique}", hold_ms=200):
+        with SlowWorker(kafka, prefix, f"w-{unique}", hold_ms=100):
             for i in range(50):
                 feed.upsert(f"old{i}-{unique}", live_start - 86_400_000, window_ms=60_000,
                             step_ms=1000, source="S", max_in_flight=3)  # fmt: skip
@@ -245,8 +247,8 @@ def test_live_windows_keep_their_pace_while_a_day_of_backfill_keeps_its_floor(
     ]  # fmt: skip
     p99 = delays[int(len(delays) * 0.99)] if delays else None
     last_ms = max(audit.answered_ms.values())
-    # six slots, each turning over every 200 ms plus the way back (read, answered, refilled)
-    floor_rate = 6 / 0.3
+    # six slots, each turning over every 100 ms plus the way back (read, answered, refilled)
+    floor_rate = 6 / 0.2
     print(f"\n{len(delays)} live windows after the warm-up, dispatch delay p50 "
           f"{delays[len(delays) // 2] if delays else None} ms, p99 {p99} ms, max "
           f"{delays[-1] if delays else None} ms; backfill answered {len(backfill)} in "
