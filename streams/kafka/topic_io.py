@@ -42,6 +42,10 @@ _NO_LEADER_YET = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
+    # librdkafka's own, from ListOffsets when its metadata has no leader for a partition yet:
+    # "Failed to query partition leaders: No leaders found" (a CLI read of topics a coordinator
+    # had just created, over SASL_SSL on a loaded machine, failed on it once)
+    KafkaError._NOENT,
 }
 
 
