@@ -12,6 +12,11 @@ confluent engine does per transaction):
   `TIDEMARK_VIEW_INTERVAL_MS`) happens as often per result as it would there;
 - live: `--streams` streams of 1 s windows, ticked every second, 1 result in 10 a nack.
 
+`--source S`: every stream names source S, and the Processor admits every dispatch as the
+engines do (streams.coordinator.admission, with the outage guard's counts), S without limits
+unless `--max-in-flight N`: what admission costs per result (`--no-admission`: the same
+streams and guard without it, as before issue 29).
+
     .venv/bin/python bench/processor_bench.py              # the figures
     .venv/bin/python bench/processor_bench.py --profile catching-up-transactional
     .venv/bin/python bench/processor_bench.py --root /tmp/base --modes faust   # another checkout
@@ -59,19 +64,54 @@ class Figure:
         )
 
 
+SOURCE: dict[str, Any] = {}  # --source: the streams' source and its limits (None: none)
+
+
 def _driver(transactional: bool) -> Any:
     from streams.coordinator.settings import CoordinatorSettings
     from tests.coordinator.fakes import Driver
 
     if transactional:
         view_interval_ms = CoordinatorSettings().view_interval_ms  # the engine's default
-        return Driver(
+        d = Driver(
             flush_ms=200,
             transactional=True,
             checkpoint_each=False,
             view_interval_ms=view_interval_ms,
         )
-    return Driver(flush_ms=200)
+    else:
+        d = Driver(flush_ms=200)
+    if SOURCE:
+        _admit(d, transactional)
+    return d
+
+
+def _admit(d: Any, transactional: bool) -> None:
+    """The driver's Processor made again as the engines make it: a guard and admission."""
+    from streams.coordinator.health import SourceHealth
+    from streams.coordinator.processor import Processor
+    from streams.core import OutagePolicy
+    from tests.coordinator.fakes import delivery
+
+    limits = SOURCE["limits"]
+    health = SourceHealth(OutagePolicy(), "bench", dict)
+    d.processor = Processor(
+        d.topics,
+        d.partitions,
+        d.store,
+        d.emitter,
+        200,
+        replay_store=d.replay_store,
+        replay_concurrency=1,
+        monotonic_ms=d._monotonic_ms,
+        delivery=delivery(transactional, d.view_interval_ms),
+        health=health,
+        source_limits=(lambda: limits) if SOURCE["admit"] else None,
+    )
+
+
+def _config() -> dict[str, Any]:
+    return {"source": SOURCE["name"]} if SOURCE else {}
 
 
 def _tasks(d: Any) -> list[dict[str, Any]]:
@@ -149,7 +189,8 @@ def catching_up(
     d.processor.on_assigned(range(d.partitions))
     now = NOW_MS
     for i in range(streams):
-        d.upsert(f"cluster-{i}", now, start_ms=now - 20 * DAY_MS, window_ms=60_000, step_ms=15_000)
+        d.upsert(f"cluster-{i}", now, start_ms=now - 20 * DAY_MS, window_ms=60_000,
+                 step_ms=15_000, **_config())  # fmt: skip
     run.tick(now)
     tasks = _tasks(d)  # each stream's first window, dispatched by its upsert
     run.handled, run.elapsed_s = 0, 0.0
@@ -172,7 +213,7 @@ def live(transactional: bool, streams: int, total: int, checkpoint_every: int) -
     for i in range(streams):
         d.upsert(
             f"live-{i}", now, start_ms=now, window_ms=1000, step_ms=1000, retry=retry,
-            bypass_after_ms=5000,
+            bypass_after_ms=5000, **_config(),
         )  # fmt: skip
     run.handled, run.elapsed_s = 0, 0.0
 
@@ -226,7 +267,18 @@ def main() -> None:
         default=None,
         help="gen0 GC threshold, as the confluent engine sets it (50000); default: Python's 700",
     )
+    parser.add_argument("--source", help="every stream names this source, admitted (see above)")
+    parser.add_argument("--max-in-flight", type=int, help="with --source: its cap")
+    parser.add_argument(
+        "--no-admission", action="store_true", help="with --source: the guard alone (before)"
+    )
     args = parser.parse_args()
+    if args.source:
+        from streams.core.admission import SourceLimits
+
+        cap = args.max_in_flight
+        limits = {} if cap is None else {args.source: SourceLimits(args.source, max_in_flight=cap)}
+        SOURCE.update(name=args.source, limits=limits, admit=not args.no_admission)
     if args.gc_threshold is not None:
         gc.set_threshold(args.gc_threshold, 20, 100)
     sys.path.insert(0, str(args.root))

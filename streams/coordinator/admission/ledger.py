@@ -41,17 +41,14 @@ def flights(state: StreamState | None) -> tuple[Flight, ...]:
     """The stream's windows in flight, each with the class the gate admitted it as."""
     if state is None:
         return ()
+    out = []
     config = state.config
-    delay_ms, window_ms = config.delay_ms, config.window_ms
-    return tuple(
-        (
-            w.start_ms,
-            w.attempt,
-            classify(w.end_ms, (w.dispatched_ms or 0) - delay_ms, window_ms, "live"),
-        )
-        for w in state.windows
-        if w.in_flight
-    )
+    for w in state.windows:  # a loop, not a generator: most states hold one window
+        if w.in_flight:
+            live_ms = (w.dispatched_ms or 0) - config.delay_ms
+            klass = classify(w.end_ms, live_ms, config.window_ms, "live")
+            out.append((w.start_ms, w.attempt, klass))
+    return tuple(out)
 
 
 def succeeded(state: StreamState, start_ms: int) -> bool:
@@ -126,10 +123,11 @@ class Ledger:
             for _, _, klass in before:
                 self._end(partition, old_source, klass, None)
             before = ()
-        if source is not None and state is not None:
+        if source is not None and state is not None and (before or after):
             kept = {(start, attempt) for start, attempt, _ in before}
+            sent = {(start, attempt) for start, attempt, _ in after}
             for start, attempt, klass in before:
-                if (start, attempt) not in {(s, a) for s, a, _ in after}:
+                if (start, attempt) not in sent:
                     self._end(partition, source, klass, succeeded(state, start))
             for start, attempt, klass in after:
                 if (start, attempt) in kept:
@@ -242,6 +240,9 @@ class Ledger:
         if state is None or source is None:
             self._set_wait(stream_id, None)
             return
+        gate = self._gate(source)
+        if gate.limits.is_unlimited and not gate.pacer.active and stream_id not in self.waits:
+            return  # nothing waits at a free gate (the common case: skip the windows)
         config = state.config
         now_live = now_ms - config.delay_ms
         counts = [0, 0, 0]
@@ -252,7 +253,7 @@ class Ledger:
                 counts[klass] += 1
                 if first is None or (klass, window.end_ms) < first:
                     first = (klass, window.end_ms)
-        if first is None and standby(state, self._gate(source)):
+        if first is None and standby(state, gate):
             counts[0] = 1  # standing by: its next window is due soon, as LIVE
         if not (counts[0] or counts[1] or counts[2]):
             self._set_wait(stream_id, None)
