@@ -128,7 +128,10 @@ def test_example_b_nacks_retry_then_bypass_then_next_window(feed: Feed, tail: Ta
     assert all(gap >= 500 for gap in gaps), gaps
     # Bypassed once 3 s had passed since the first failure, not before.
     assert record["bypassed_ms"] - record["first_failed_ms"] >= 3000
-    assert record["attempts"] == len(retries) >= 4
+    # At least 3: one at once, and retries 500 ms apart for 3 s; each retry also waits for the
+    # nack's way back through the engine, which took over a second on a loaded machine (Faust,
+    # in a full `make test`: 3 attempts, 4 or more otherwise).
+    assert record["attempts"] == len(retries) >= 3
     assert record["last_error"] == {"kind": "no_data", "message": "empty window"}
     assert (record["start_ms"], record["end_ms"]) == (start, start + WINDOW)
 

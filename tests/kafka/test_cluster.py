@@ -77,8 +77,10 @@ def test_a_killed_leader_moves_and_its_node_rejoins_the_isr(
     assert consume_all(cluster, topic, 100) == before + after
 
     cluster.restart(leader)
+    # It rejoins (wait_isr fails after 120 s otherwise). Not read again after: on a loaded
+    # machine the rejoined replica fell out again at once (replica.lag.time.max.ms), which is
+    # Kafka's rule, not this test's subject.
     cluster.wait_isr(topic, 0, {1, 2, 3}, timeout_s=120)
-    assert cluster.isr(topic, 0) == {1, 2, 3}
     assert cluster.brokers() == {1, 2, 3}
 
 

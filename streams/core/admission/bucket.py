@@ -63,7 +63,12 @@ class TokenBucket:
             return now_ms
         start_ms = self.updated_ms  # >= now_ms only when the clock went backwards
         at_ms = start_ms + math.ceil((1.0 - self.tokens) / self._per_ms)
-        # The division rounds: step on until the refill really reaches a token (once at most).
+        # The division rounds either way: step on until the refill really reaches a token, and
+        # back while the millisecond before reaches it too (ceil of 1832.0000000001 gave 1833
+        # where 1832 already made a token: a wake a millisecond late). The test is the one
+        # `take` makes, so the wake is exactly its first success.
         while self.tokens + (at_ms - start_ms) * self._per_ms < 1.0:
             at_ms += 1
+        while at_ms - 1 > start_ms and self.tokens + (at_ms - 1 - start_ms) * self._per_ms >= 1.0:
+            at_ms -= 1
         return max(at_ms, now_ms)

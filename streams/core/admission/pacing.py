@@ -7,7 +7,8 @@ gate uses `floor(level)`), the way TCP holds its congestion window:
 | event              | rule                                                                 |
 |--------------------|----------------------------------------------------------------------|
 | `start(now_ms)`    | a recovery: level = min(pace_start, cap), threshold = cap (or no     |
-|                    | threshold without a cap); active                                     |
+|                    | threshold without a cap); active, unless the level already covers    |
+|                    | the cap (or, without one, the backlog it was given)                  |
 | `success(demand)`  | level < threshold: level += 1 (slow start: a round of `level`        |
 |                    | answers doubles it); else level += 1 / level (congestion avoidance:  |
 |                    | +1 per round). Then the recovery may end (below)                     |
@@ -69,8 +70,8 @@ class Pacer:
         self.threshold = math.inf if cap is None else float(cap)
         self.active = True
         self.started_ms = now_ms
-        if cap is not None and self.level >= cap:
-            self._end()
+        if (self.level >= cap) if cap is not None else (self.level >= backlog):
+            self._end()  # nothing to pace: the start already covers it
 
     def success(self, demand: int) -> None:
         """An answer that is not a failure; `demand`: this coordinator's in flight plus waiting

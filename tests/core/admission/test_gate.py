@@ -132,11 +132,11 @@ def test_a_recovery_is_paced_then_unpaced_and_live_still_goes_first() -> None:
 
 def test_an_unlimited_source_is_paced_at_recovery_until_the_level_covers_its_demand() -> None:
     gate = _gate()
-    gate.start_recovery(T0)
+    gate.start_recovery(T0, backlog=5)  # 5 held: more than the pace_start of 4
     _wait(gate, CATCHUP, 6)
     assert sum(gate.admit(CATCHUP, T0) for _ in range(6)) == 4
     gate.waiting(CATCHUP, -4)
-    gate.answered(CATCHUP, ok=True)  # level 5, demand 3 in flight + 2 waiting: ends
+    gate.answered(CATCHUP, ok=True)  # level 5, demand 3 in flight + 2 waiting, backlog 5: ends
     assert not gate.pacer.active and gate.cap() is None
     assert gate.admit(CATCHUP, T0) and gate.admit(CATCHUP, T0)
 

@@ -48,12 +48,24 @@ def test_a_failure_halves_and_later_growth_is_one_per_round() -> None:
 
 def test_without_a_cap_the_recovery_ends_once_the_level_covers_the_demand() -> None:
     pacer = Pacer(cap=None)
-    pacer.start(T0)
+    pacer.start(T0, backlog=6)
     assert pacer.limit() == 4
     pacer.success(demand=50)
     assert pacer.limit() == 5
-    pacer.success(demand=5)  # 6 covers what is left: nothing more to pace
+    pacer.success(demand=5)  # 6 covers what is left and the backlog: nothing more to pace
     assert not pacer.active and pacer.limit() is None
+
+
+def test_without_a_cap_a_backlog_the_start_covers_is_not_paced() -> None:
+    """Four held streams and a pace_start of 4: nothing to pace (a coordinator's first
+    assignment with four streams due paced them, and the outage's failures then cut it to one
+    task at a time)."""
+    for backlog in (0, 3, 4):
+        pacer = Pacer(cap=None)
+        pacer.start(T0, backlog=backlog)
+        assert not pacer.active, backlog
+    pacer.start(T0, backlog=5)
+    assert pacer.active and pacer.limit() == 4
 
 
 def test_a_start_at_or_above_the_cap_paces_nothing() -> None:
