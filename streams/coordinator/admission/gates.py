@@ -102,7 +102,7 @@ class Admission:
         """The stream's state after a decision (None: gone)."""
         self._now_ms = now_ms
         ledger = self.ledger
-        ledger.note(partition, stream_id, state, _standing_by(now_ms), now_ms)
+        ledger.note(partition, stream_id, state, now_ms)
         if ledger.freed:
             for source in ledger.take_freed():
                 self._pump_ms[source] = now_ms  # room was freed: wake its waiters
@@ -234,23 +234,3 @@ class Admission:
         if gate is None:
             gate = self._gate(source, self._now_ms if now_ms is None else now_ms)
         return gate
-
-
-def _standing_by(now_ms: int) -> Callable[[StreamState, SourceGate], bool]:
-    """Whether a stream with nothing waiting stands by (see the module's docstring): its source
-    is capped or rate-limited, nothing of it is in flight, and its next window is due within
-    one `window_ms`."""
-
-    def standby(state: StreamState, gate: SourceGate) -> bool:
-        if gate.limits.is_unlimited:
-            return False
-        window_ms = state.config.window_ms
-        soon = False
-        for window in state.windows:
-            if window.in_flight:
-                return False
-            if not window.finished and window.due_ms - now_ms <= window_ms:
-                soon = True
-        return soon
-
-    return standby

@@ -63,6 +63,22 @@ def succeeded(state: StreamState, start_ms: int) -> bool:
     return True
 
 
+def standing_by(state: StreamState, gate: SourceGate, now_ms: int) -> bool:
+    """Whether a stream with nothing waiting stands by (streams.coordinator.admission.gates):
+    its source is capped or rate-limited, nothing of it is in flight, and its next window is
+    due within one `window_ms`."""
+    if gate.limits.is_unlimited:
+        return False
+    window_ms = state.config.window_ms
+    soon = False
+    for window in state.windows:
+        if window.in_flight:
+            return False
+        if not window.finished and window.due_ms - now_ms <= window_ms:
+            soon = True
+    return soon
+
+
 def _uncount(gate: SourceGate, klass: Class, count: int = 1) -> None:
     """Flights that ended without an answer the pacer should learn from."""
     gate.in_flight[klass] = max(0, gate.in_flight[klass] - count)
@@ -101,8 +117,7 @@ class Ledger:
         """The gate admitted (and counted) a dispatch in the decision under way."""
         self._admitted.setdefault(stream_id, {})[start_ms] = klass
 
-    def note(self, partition: int, stream_id: str, state: StreamState | None,
-             standby: Callable[[StreamState, SourceGate], bool], now_ms: int) -> None:  # fmt: skip
+    def note(self, partition: int, stream_id: str, state: StreamState | None, now_ms: int) -> None:
         """The stream's state after a decision (None: gone)."""
         admitted = self._admitted.pop(stream_id, None)
         loaded = self._loaded
@@ -143,7 +158,7 @@ class Ledger:
             gate = self._gate(state.config.source)
             for klass in admitted.values():  # admitted, yet not in flight
                 _uncount(gate, klass)
-        self._note_waits(partition, stream_id, state if source is not None else None, standby,
+        self._note_waits(partition, stream_id, state if source is not None else None,
                          now_ms)  # fmt: skip
         self._loaded = (stream_id, source, after)
 
@@ -233,7 +248,6 @@ class Ledger:
         partition: int,
         stream_id: str,
         state: StreamState | None,
-        standby: Callable[[StreamState, SourceGate], bool],
         now_ms: int,
     ) -> None:
         source = None if state is None else state.config.source
@@ -253,7 +267,7 @@ class Ledger:
                 counts[klass] += 1
                 if first is None or (klass, window.end_ms) < first:
                     first = (klass, window.end_ms)
-        if first is None and standby(state, gate):
+        if first is None and standing_by(state, gate, now_ms):
             counts[0] = 1  # standing by: its next window is due soon, as LIVE
         if not (counts[0] or counts[1] or counts[2]):
             self._set_wait(stream_id, None)

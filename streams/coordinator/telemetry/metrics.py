@@ -35,14 +35,7 @@ streams.coordinator.telemetry.outage, registered by the Processor when it has a 
   ``tidemark_outage_streams`` (over every coordinator), ``tidemark_streams_held`` (this
   coordinator's streams with a held window) and ``tidemark_outage_hold_seconds`` (how long the
   source's bypasses have been held, since this coordinator saw it go into outage).
-
-Admission, per source this coordinator has dispatched for (``AdmissionCollector``,
-streams.coordinator.telemetry.admission, registered by the Processor when it admits):
-
-- ``tidemark_source_in_flight{source,class}`` and ``tidemark_source_waiting{source,class}``
-  (class: live, catchup, replay); ``tidemark_source_max_in_flight``, ``tidemark_source_share``
-  (this coordinator's part of it) and ``tidemark_source_pacing_level`` (-1: none);
-  ``tidemark_source_dispatched_total``.
+Admission's gauges per source (``tidemark_source_*``): streams.coordinator.telemetry.admission.
 
 The confluent engine's clients (``RenewalCollector``, streams.coordinator.confluent.renewal):
 
