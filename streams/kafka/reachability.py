@@ -122,6 +122,16 @@ class BrokerWatch:
 
     def _end(self, now_ms: int) -> None:
         if self._since_ms is not None:
-            self._ended = self._current(now_ms)
+            ended = self._current(now_ms)
+            # A blip right after a long wait (aiokafka's first heartbeat as the group coordinator
+            # loads, between two records read) ends before the long wait was said: it must not
+            # take the long wait's place, or the line that the brokers are back never comes.
+            pending = self._ended
+            if (
+                pending is None
+                or pending.waited_ms < SAID_AFTER_MS
+                or (ended is not None and ended.waited_ms >= SAID_AFTER_MS)
+            ):
+                self._ended = ended
             self._since_ms = None
             self._warned_ms = None

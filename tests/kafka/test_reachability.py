@@ -49,3 +49,22 @@ def test_the_end_of_a_blip_is_not_announced() -> None:
     watch.unreachable(1000, "refused")
     watch.reachable(7000)
     assert watch.recovered() == Waiting(1000, 6000, "refused", 1)
+
+
+def test_a_blip_after_a_long_wait_does_not_hide_the_long_waits_end() -> None:
+    # The broker comes back: a record read ends the wait; then, before the next tick says so,
+    # aiokafka fails one heartbeat while the group coordinator loads, and the next record ends
+    # that blip too (a Faust coordinator's log lacked "answer again" in a full make test).
+    watch = BrokerWatch(quiet_ms=10_000)
+    watch.unreachable(0, "refused")
+    watch.reachable(90_000)
+    watch.unreachable(90_200, "coordinator not available")
+    watch.reachable(90_300)
+    assert watch.recovered() == Waiting(0, 90_000, "refused", 1)
+    assert watch.recovered() is None
+    # Two waits worth saying before a tick: the later one is said.
+    watch.unreachable(100_000, "refused")
+    watch.reachable(110_000)
+    watch.unreachable(111_000, "refused")
+    watch.reachable(120_000)
+    assert watch.recovered() == Waiting(111_000, 9000, "refused", 1)
