@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps kafka kafka-stop lint test test-cluster test-kafka39 run chaos clean
+.PHONY: setup system-deps kafka kafka-stop lint test test-long test-cluster test-kafka39 run chaos clean
 
 # The Kafka version of `make kafka`, `make test`, `make run` and `make chaos`: empty for the
 # default (4.3.2, streams/dev/broker/versions.py), e.g. `make test KAFKA_VERSION=3.9.2`.
@@ -41,10 +41,16 @@ lint: setup
 # worker starts its own broker. Most broker tests wait on timeouts, not CPU, so two halve the
 # run on 2 cores. Three were faster (863 s) but lost 4 timing-bound tests in one of two fresh
 # runs (README, Developing). PYTEST_WORKERS=0 runs serially.
+# `make test` leaves out the tests marked `long` (fault scenarios beyond the one of each kind it
+# keeps); `make test-long` runs those alone. CI (.ci/run) runs both.
 PYTEST_WORKERS ?= 2
 test: lint system-deps
 	$(PY) -m streams.dev.broker fetch
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not long" $(PYTEST_ARGS)
+
+test-long: setup system-deps
+	$(PY) -m streams.dev.broker fetch
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m long $(PYTEST_ARGS)
 
 # The three-node cluster tests (tests/kafka/test_cluster.py, test_cluster_eos.py) alone.
 test-cluster: lint

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.broker
+# `make test-long` (a chaos run, like `make chaos`).
+pytestmark = [pytest.mark.broker, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parent.parent
 # The run's own deadline. It was 170 s; the source outage (90 s, with both coordinators down

@@ -29,6 +29,7 @@ from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder, Tail
 
 pytestmark = pytest.mark.broker
+LONG_POINTS = ("after_produce", "after_send_offsets")
 
 WINDOW = 1000
 BACKLOG = 40  # windows behind now at creation: every stream catches up through the faults
@@ -148,7 +149,12 @@ def _driver_marks(kafka: KafkaSettings, prefix: str, streams: list[str]) -> dict
     return {s: Record.decode(driver.store.data[s]).state.downstream_ms for s in streams}
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
+# `make test` kills at two steps (after the commit and after the RocksDB write), `make test-long`
+# at the two before the commit too (the longest: their transaction is aborted on restart).
+@pytest.mark.parametrize(
+    "point",
+    [pytest.param(p, marks=pytest.mark.long) if p in LONG_POINTS else p for p in CRASH_POINTS],
+)
 def test_sigkill_at_each_step_of_a_commit_keeps_every_window_exactly_once(
     kafka: KafkaSettings, unique: str, tmp_path: Path, point: str
 ) -> None:

@@ -31,7 +31,9 @@ from tests.support.commits import check_chain
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Tail
 
-pytestmark = pytest.mark.broker
+# `make test-long`: `make test` keeps the confluent engine's full outage
+# (tests/coordinator/test_broker_outage.py).
+pytestmark = [pytest.mark.broker, pytest.mark.long]
 
 # Past Faust's session timeout (10 s), its commit interval and aiokafka's request timeout (40 s),
 # and past the minute after which each process says again that it still waits.

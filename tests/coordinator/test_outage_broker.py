@@ -31,6 +31,11 @@ from tests.support.kafka_io import Feed, Responder, Tail
 pytestmark = pytest.mark.broker
 
 ENGINES = ("confluent", "faust")
+# `make test` keeps one case of each rule on the default engine (a shared outage held and
+# released, the hold's bound, a restart during an outage that lost its disk); `make test-long`
+# runs the rest: the Faust engine, the view across coordinators, dead coordinators' counts.
+LONG = pytest.mark.long
+ENGINES_LONG_FAUST = ("confluent", pytest.param("faust", marks=LONG))
 FAST = {
     "bypass_after_ms": 3000,
     "retry": {"strategy": "fixed", "interval_ms": 500},
@@ -117,7 +122,7 @@ def three_each(unique: str, on_a: set[int]) -> tuple[list[str], list[str]]:
     return mine, theirs
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", ENGINES_LONG_FAUST)
 def test_a_shared_outage_holds_bypasses_a_lone_failure_does_not_and_recovery_commits(
     kafka: KafkaSettings, unique: str, tmp_path: Path, engine: str
 ) -> None:
@@ -183,7 +188,7 @@ def test_a_shared_outage_holds_bypasses_a_lone_failure_does_not_and_recovery_com
         coordinator.stop()
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", ENGINES_LONG_FAUST)
 def test_after_outage_max_hold_ms_bypasses_resume(
     kafka: KafkaSettings, unique: str, tmp_path: Path, engine: str
 ) -> None:
@@ -219,6 +224,7 @@ def test_after_outage_max_hold_ms_bypasses_resume(
         coordinator.stop()
 
 
+@LONG
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_view_crosses_coordinators_and_the_hold_survives_a_sigkill(
     kafka: KafkaSettings, unique: str, tmp_path: Path, engine: str
@@ -281,6 +287,7 @@ def test_the_view_crosses_coordinators_and_the_hold_survives_a_sigkill(
         a.stop()
 
 
+@LONG
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_dead_coordinators_counts_expire_by_age_and_the_survivors_hold_ends(
     kafka: KafkaSettings, unique: str, tmp_path: Path, engine: str
@@ -346,6 +353,7 @@ def test_a_dead_coordinators_counts_expire_by_age_and_the_survivors_hold_ends(
         a.stop()
 
 
+@LONG
 def test_with_every_coordinator_dead_status_shows_the_outage_until_its_counts_go_stale(
     kafka: KafkaSettings, unique: str, tmp_path: Path
 ) -> None:
@@ -405,7 +413,7 @@ def test_with_every_coordinator_dead_status_shows_the_outage_until_its_counts_go
         coordinator.kill()
 
 
-@pytest.mark.parametrize("disk", ["kept", "lost"])
+@pytest.mark.parametrize("disk", [pytest.param("kept", marks=LONG), "lost"])
 def test_a_coordinator_restarted_during_an_outage_bypasses_no_held_window(
     kafka: KafkaSettings, unique: str, tmp_path: Path, disk: str
 ) -> None:

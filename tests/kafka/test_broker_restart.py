@@ -16,7 +16,8 @@ import pytest
 
 from streams.dev.broker import LocalBroker
 
-pytestmark = pytest.mark.broker
+# `make test-long`: `make test` restarts brokers in the three-node test's rolling restart.
+pytestmark = [pytest.mark.broker, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[2]
 # A broker start and two restarts take about 25 s; a transaction stuck after a restart takes up

@@ -23,7 +23,8 @@ from streams.worker.config import WorkerConfig
 from streams.worker.runner import kafka_runtime
 from tests.worker.kafka_helpers import PARTITIONS, ResultReader, for_task, make_task, send
 
-pytestmark = [pytest.mark.broker, pytest.mark.cluster]
+# `make test-long`: `make test` keeps one three-node test, tests/kafka/test_cluster_eos.py.
+pytestmark = [pytest.mark.broker, pytest.mark.cluster, pytest.mark.long]
 
 
 def produce(cluster: LocalCluster, topic: str, values: list[bytes]) -> None:

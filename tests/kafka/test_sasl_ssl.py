@@ -31,7 +31,8 @@ from tests.support.broker import sasl_ssl_broker
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Tail
 
-pytestmark = pytest.mark.broker
+# `make test-long`: a broker of its own, with certificates made for it (a minute or more).
+pytestmark = [pytest.mark.broker, pytest.mark.long]
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,9 @@ def _env(broker: LocalBroker, prefix: str, **extra: str) -> dict[str, str]:
         "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
         "TIDEMARK_TOPIC_PREFIX": prefix,
         **_sasl(broker).environment(),
+        # The CLI's first metadata call waits 6 s by default (tests/test_cli.py); a TLS handshake
+        # and SCRAM to a broker of C1-only JIT took longer at load 38 (the cluster tests beside).
+        "TIDEMARK_CONNECT_TIMEOUT_S": "30",
         **extra,
     }
 
