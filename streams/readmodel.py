@@ -26,7 +26,8 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 
-from streams.core.view import PublishedView
+from streams.core import eta
+from streams.core.view import PublishedView, behind_ms
 from streams.errors import BrokerUnavailable, InvalidInput
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.topic_io import TopicReader, TopicRecord
@@ -61,6 +62,9 @@ class ReadModel:
         self._lock = threading.Lock()
         # The decoded views (frozen): a reader's ReadView is made from one when it asks.
         self._views: dict[str, PublishedView] = {}
+        # The pace of each stream that was behind at its latest view (streams.core.eta): the
+        # catch-up estimate; a stream that is live at its view has none (memory: the behind).
+        self._paces: dict[str, eta.Pace] = {}
         self._bypassed: dict[tuple[str, int], BypassView] = {}  # by (stream_id, start_ms)
         self._bypass_counts: Counter[str] = Counter()
         self._pipelines: dict[bytes, PipelineMessage] = {}  # the registry's entries, by key
@@ -85,8 +89,10 @@ class ReadModel:
                     self._changed.add(stream_id)
                 if view is None:
                     self._views.pop(stream_id, None)
+                    self._paces.pop(stream_id, None)
                 else:
                     self._views[stream_id] = view
+                    self._pace(view)
             elif topic == "bypassed":
                 self._on_bypass(decode_bypassed(key, value))
             elif topic == "pipelines" and key is not None:
@@ -149,7 +155,9 @@ class ReadModel:
                 if view is None:
                     removed.append(stream_id)
                 else:
-                    changed.append(ReadView.of(view, counts[stream_id], config=False))
+                    changed.append(
+                        self._with_rate(ReadView.of(view, counts[stream_id], config=False))
+                    )
             self._changed = set()
             return changed, removed
 
@@ -185,7 +193,27 @@ class ReadModel:
             return list(self._pipelines.values())
 
     def _view(self, view: PublishedView) -> ReadView:
-        return ReadView.of(view, self._bypass_counts[view.stream_id])  # fresh: safe to change
+        fresh = ReadView.of(view, self._bypass_counts[view.stream_id])  # fresh: safe to change
+        return self._with_rate(fresh)
+
+    def _with_rate(self, view: ReadView) -> ReadView:
+        pace = self._paces.get(view.stream_id)
+        if pace is not None:
+            view.catch_up_rate = eta.rate(pace)
+        return view
+
+    def _pace(self, view: PublishedView) -> None:
+        """Keep the stream's pace while it is behind at its view (a paused or finished one,
+        or one live at its view, needs no estimate)."""
+        config, stream_id = view.config, view.stream_id
+        lag_ms = view.changed_ms - view.downstream_ms
+        if view.status in ("paused", "finished") or lag_ms <= behind_ms(
+            config.window_ms, config.delay_ms
+        ):
+            self._paces.pop(stream_id, None)
+            return
+        pace = self._paces.get(stream_id)
+        self._paces[stream_id] = eta.observe(pace, view.changed_ms, view.downstream_ms)
 
     # -- reading the topics --------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from streams.core import config_to_dict
 from streams.core._checks import MAX_ERROR_MESSAGE_CHARS
 from streams.core.config import DEFAULT_PIPELINE, StreamConfig
+from streams.core.eta import live_at_ms
 from streams.core.view import STATUSES, PublishedView, behind_ms
 from streams.humanize import format_time
 
@@ -105,6 +106,9 @@ class ReadView:
     pipeline: str = DEFAULT_PIPELINE
     # Since when a due window waits for its source's admission (None: none waits).
     waiting_since_ms: int | None = None
+    # Progress ms per wall ms while behind, as the reader measured it over its views
+    # (streams.core.eta; None: not behind, or not measured yet).
+    catch_up_rate: float | None = None
     _config: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -196,6 +200,17 @@ class ReadView:
     def catching_up_after_ms(self) -> int | None:
         return self.behind_after_ms
 
+    def live_in_ms(self, now_ms: int) -> int | None:
+        """How long until a stream catching up is live again at its measured pace (None: it is
+        not catching up, its pace is not measured yet, or it does not gain on the clock)."""
+        rate, changed_ms, after_ms = self.catch_up_rate, self.changed_ms, self.behind_after_ms
+        if rate is None or changed_ms is None or after_ms is None:
+            return None
+        if self.state(now_ms) != "catching up":
+            return None
+        live_ms = live_at_ms(changed_ms, after_ms, rate)
+        return None if live_ms is None else max(0, live_ms - now_ms)
+
     def to_json(
         self, now_ms: int, *, config: bool = False, window_pair: bool = False
     ) -> dict[str, Any]:
@@ -220,6 +235,9 @@ class ReadView:
         }
         if self.waiting_since_ms is not None:
             doc["waiting_since_ms"] = self.waiting_since_ms
+        if self.catch_up_rate is not None and doc["state"] == "catching up":
+            doc["catch_up_rate"] = round(self.catch_up_rate, 3)
+            doc["live_in_ms"] = self.live_in_ms(now_ms)  # None: not gaining on the clock
         if config:
             doc["config"] = self.config_dict()
         return doc

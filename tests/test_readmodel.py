@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from rich.console import Console
 
+from streams.commands.views import streams_table
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
@@ -356,3 +358,64 @@ def test_read_all_keeps_reading_while_records_come_and_stops_when_they_stop(
     monkeypatch.setattr(model, "refresh", caught_up)
     model.read_all(7.0)
     assert len(calls) == 4
+
+
+def test_a_stream_catching_up_shows_when_it_is_live_again_at_its_measured_pace(
+    model: ReadModel,
+) -> None:
+    # An hour behind, progressing 3 minutes a minute: it gains 2 minutes a minute.
+    start = T0 - 60 * MIN
+    for minute in range(0, 6):
+        at = T0 + minute * MIN
+        put(model, "streams", view(downstream_ms=start + 3 * minute * MIN, changed_ms=at))
+    shown = the(model)
+    assert shown.catch_up_rate == 3.0
+    now = T0 + 5 * MIN
+    # At 10:05 it is 50 minutes behind; live once within two windows: 48 to gain, 24 min.
+    assert shown.live_in_ms(now) == 24 * MIN
+    doc = shown.to_json(now)
+    assert doc["state"] == "catching up" and doc["catch_up_rate"] == 3.0
+    assert doc["live_in_ms"] == 24 * MIN
+    # Stalled: the same progress in later views, so it loses ground: no time to show.
+    for minute in range(6, 12):
+        put(model, "streams", view(downstream_ms=start + 15 * MIN, changed_ms=T0 + minute * MIN))
+    stalled = the(model)
+    assert stalled.catch_up_rate is not None and stalled.catch_up_rate < 1.0
+    assert stalled.live_in_ms(T0 + 11 * MIN) is None
+    assert stalled.to_json(T0 + 11 * MIN)["live_in_ms"] is None
+
+
+def test_a_live_stream_or_a_deleted_one_keeps_no_pace(model: ReadModel) -> None:
+    put(model, "streams", view(downstream_ms=T0, changed_ms=T0 + MIN))  # within two windows
+    put(model, "streams", view(downstream_ms=T0 + MIN, changed_ms=T0 + 2 * MIN))
+    assert the(model).catch_up_rate is None and "catch_up_rate" not in the(model).to_json(T0)
+    put(model, "streams", view(downstream_ms=T0 - 60 * MIN, changed_ms=T0))
+    put(model, "streams", view(downstream_ms=T0 - 50 * MIN, changed_ms=T0 + MIN))
+    assert the(model).catch_up_rate == 10.0
+    put(model, "streams", None, key="s")
+    put(model, "streams", view(incarnation=8, downstream_ms=T0 - 60 * MIN, changed_ms=T0))
+    assert the(model).catch_up_rate is None  # the re-created stream is measured afresh
+    changed, _ = model.changes()
+    assert [v.catch_up_rate for v in changed] == [None]
+
+
+def test_the_table_says_when_a_stream_catching_up_is_live_again_or_that_it_does_not_gain(
+    model: ReadModel,
+) -> None:
+    start = T0 - 60 * MIN
+    for minute in range(0, 6):
+        put(
+            model,
+            "streams",
+            view(downstream_ms=start + 3 * minute * MIN, changed_ms=T0 + minute * MIN),
+        )
+        put(model, "streams", view("flat", downstream_ms=start, changed_ms=T0 + minute * MIN))
+    put(model, "streams", view("new", downstream_ms=start, changed_ms=T0))  # one view: no pace
+    console = Console(width=200, record=True)
+    console.print(streams_table(model.streams(), T0 + 5 * MIN))
+    rows = {line.split()[1]: line for line in console.export_text().splitlines() if "│" in line}
+    assert "catching up, live in ~24m" in rows["s"]
+    assert "catching up, not gaining" in rows["flat"]
+    assert (
+        "catching up │" in rows["new"].replace("  ", " ") or rows["new"].count("catching up,") == 0
+    )

@@ -56,12 +56,29 @@ def lag_text(lag_ms: int | None) -> str:
     return "-" if lag_ms is None else format_duration(lag_ms, parts=2)
 
 
-def state_text(state: str, waiting_since_ms: int | None = None) -> Text:
-    """The state, and "waiting for its source" while a due window waits for admission."""
+def state_text(
+    state: str,
+    waiting_since_ms: int | None = None,
+    live_in_ms: int | None = None,
+    catch_up_rate: float | None = None,
+) -> Text:
+    """The state; for a stream catching up, when it is live again at its measured pace (or that
+    it does not gain); "waiting for its source" while a due window waits for admission."""
     text = Text(state, style=STATE_STYLES.get(state, ""))
+    if state == "catching up" and catch_up_rate is not None:
+        if live_in_ms is None:
+            text.append(", not gaining", style="red")
+        else:
+            text.append(f", live in ~{format_duration(max(live_in_ms, 1000), parts=1)}")
     if waiting_since_ms is not None and state not in ("paused", "finished"):
         text.append(", waiting for its source", style="yellow")
     return text
+
+
+def view_state_text(view: ReadView, now_ms: int) -> Text:
+    return state_text(
+        view.state(now_ms), view.waiting_since_ms, view.live_in_ms(now_ms), view.catch_up_rate
+    )
 
 
 def error_text(error: Mapping[str, str] | None) -> str:
@@ -86,7 +103,7 @@ def streams_table(views: Iterable[ReadView], now_ms: int, title: str | None = No
             view.pipeline,
             time_text(view.downstream_ms),
             lag_text(view.lag_ms(now_ms)),
-            state_text(view.state(now_ms), view.waiting_since_ms),
+            view_state_text(view, now_ms),
             str(view.attempt),
             str(view.bypasses),
         )
@@ -167,7 +184,7 @@ def print_stream(out: Console, view: ReadView, bypasses: Iterable[BypassView], n
     rows = [
         ("stream", Text(view.stream_id)),
         ("pipeline", Text(view.pipeline)),
-        ("state", state_text(view.state(now_ms))),
+        ("state", view_state_text(view, now_ms)),
         ("downstream", Text(time_text(view.downstream_ms))),
         ("lag", Text(lag_text(view.lag_ms(now_ms)))),
         ("last commit", Text(time_text(view.last_commit_ms))),
