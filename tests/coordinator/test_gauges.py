@@ -62,6 +62,24 @@ def test_streams_by_state_follow_the_published_views_rule() -> None:
     assert sum(states(d).values()) == 0
 
 
+def test_late_streams_are_running_ones_past_two_windows_and_the_delay_retrying_or_not() -> None:
+    clock = Clock(at(10, 2))
+    d = driver(clock)
+    d.upsert(SID, at(10, 0, 30))
+    d.upsert(OTHER, at(10, 0, 30), delay_ms=30_000)
+    d.assign(SID, OTHER)
+    d.tick(at(10, 1, 30))
+    task = next(t for t in d.tasks() if t["stream_id"] == SID)
+    d.result(nack(task), at(10, 1, 40))  # retrying, downstream still at 10:00
+    assert value(d, "tidemark_streams_late") == 0  # 120 s behind: not more than 2 windows
+    clock.now_ms = at(10, 2, 1)
+    assert value(d, "tidemark_streams_late") == 1  # SID, retrying; OTHER has 30 s of delay
+    clock.now_ms = at(10, 2, 31)
+    assert value(d, "tidemark_streams_late") == 2
+    d.control({"type": "pause", "stream_id": OTHER}, at(10, 2, 31))
+    assert value(d, "tidemark_streams_late") == 1  # a paused stream is not late
+
+
 def test_a_finished_stream_counts_as_finished_until_collected() -> None:
     d = driver(Clock(at(10, 3)))
     d.upsert(SID, at(10, 0, 30), end_ms=at(10, 1))

@@ -28,7 +28,9 @@ Computed at scrape time, over the streams of the partitions this coordinator own
 - ``tidemark_progress_lag_top_seconds{stream_id}``: the N streams that lag most (bounded labels);
 - ``tidemark_streams_behind{threshold}``: how many streams lag more than the threshold (seconds);
 - ``tidemark_streams{state}``: streams by the state ``tidemark streams list`` shows (live,
-  catching up, retrying, paused, finished), and ``tidemark_pipeline_windows{pipeline,state}``:
+  catching up, retrying, paused, finished), ``tidemark_streams_late`` (running streams lagging
+  more than 2 windows + delay, retrying ones too), and
+  ``tidemark_pipeline_windows{pipeline,state}``:
   per pipeline, windows ``ready`` (due, not dispatched) and ``in_flight`` (dispatched,
   unanswered), the backlog workers scale on (``StreamGauges``,
   streams.coordinator.telemetry.streams).

@@ -7,6 +7,10 @@ change (streams.core.view.fixed_status, the rule the published view and so `stre
 follow), what tells live from catching up (streams.core.view.status_at, at scrape time), the due
 times of its windows not dispatched yet, and its windows in flight. A window counts as ready
 once its due time has passed (waiting for admission included); a paused stream has none ready.
+`tidemark_streams_late` counts the running streams (live, catching up or retrying) whose progress
+lag exceeds their freshness objective, the lag past which `streams list` says catching up
+(streams.core.view.behind_ms: two windows and the delay), retrying ones included: the bad
+events of the freshness SLO in deploy/prometheus/rules.yml.
 The replay lane's tasks are not counted here (at most `replay_concurrency` per coordinator).
 """
 
@@ -19,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from streams.clock import now_ms
 from streams.core import StreamState
-from streams.core.view import STATUSES, Status, fixed_status, status_at
+from streams.core.view import STATUSES, Status, behind_ms, fixed_status, status_at
 
 
 class _Entry(NamedTuple):
@@ -34,7 +38,8 @@ class _Entry(NamedTuple):
 
 
 class StreamGauges:
-    """`tidemark_streams{state}` and `tidemark_pipeline_windows{pipeline,state}`; a collector.
+    """`tidemark_streams{state}`, `tidemark_streams_late` and
+    `tidemark_pipeline_windows{pipeline,state}`; a collector.
 
     Streams a rebuild indexed from their stored summaries alone (past the record cache, 100,000
     streams a coordinator) count from their next decision on.
@@ -81,31 +86,43 @@ class StreamGauges:
     def collect(self) -> Iterable[Metric]:
         now = self._clock_ms()
         states = dict.fromkeys(STATUSES, 0)
+        late = 0
         ready: dict[str, int] = {}
         in_flight: dict[str, int] = {}
         for entry in list(self._entries.values()):  # one C call: a snapshot under the GIL
             status = entry.fixed
             if status is None:
                 status = status_at("live", entry.announced_ms, entry.window_ms, entry.delay_ms, now)
+            elif status != "retrying":
+                states[status] += 1  # paused or finished: not late, whatever their lag
+                continue
             states[status] += 1
+            if now - entry.announced_ms > behind_ms(entry.window_ms, entry.delay_ms):
+                late += 1
             pipeline = entry.pipeline
             ready[pipeline] = ready.get(pipeline, 0) + sum(1 for d in entry.due_ms if d <= now)
             in_flight[pipeline] = in_flight.get(pipeline, 0) + entry.in_flight
-        by_state, windows = self._families()
+        by_state, late_streams, windows = self._families()
         for status, count in states.items():
             by_state.add_metric([status], count)
+        late_streams.add_metric([], late)
         for pipeline in sorted(ready):
             windows.add_metric([pipeline, "ready"], ready[pipeline])
             windows.add_metric([pipeline, "in_flight"], in_flight[pipeline])
-        return [by_state, windows]
+        return [by_state, late_streams, windows]
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
         return (
             GaugeMetricFamily(
                 "tidemark_streams",
                 "Owned streams by state, as `tidemark streams list` shows them.",
                 labels=["state"],
+            ),
+            GaugeMetricFamily(
+                "tidemark_streams_late",
+                "Running owned streams (live, catching up, retrying) lagging more than their "
+                "freshness objective: 2 windows + delay.",
             ),
             GaugeMetricFamily(
                 "tidemark_pipeline_windows",
