@@ -17,7 +17,6 @@ The replay lane's tasks are not counted here (at most `replay_concurrency` per c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -25,16 +24,11 @@ from streams.clock import now_ms
 from streams.core import StreamState
 from streams.core.view import STATUSES, Status, behind_ms, fixed_status, status_at
 
-
-class _Entry(NamedTuple):
-    partition: int
-    pipeline: str
-    fixed: Status | None  # None: live or catching up, by its lag at scrape time
-    announced_ms: int
-    window_ms: int
-    delay_ms: int
-    due_ms: tuple[int, ...]  # windows not dispatched (none while paused)
-    in_flight: int
+# (partition, pipeline, fixed status (None: live or catching up, by its lag at scrape time),
+# announced_ms, window_ms, delay_ms, due times of the windows not dispatched (none while paused),
+# windows in flight): a plain tuple, made after every decision.
+_Entry = tuple[int, str, Status | None, int, int, int, tuple[int, ...], int]
+_NONE: tuple[int, ...] = ()
 
 
 class StreamGauges:
@@ -55,21 +49,26 @@ class StreamGauges:
         if state.deleted_ms is not None:
             self._entries.pop(config.stream_id, None)
             return
-        due: list[int] = []
-        in_flight = 0
-        for window in state.windows:
-            if window.in_flight:
-                in_flight += 1
-            elif not window.finished and not state.paused:
-                due.append(window.due_ms)
-        self._entries[config.stream_id] = _Entry(
+        windows = state.windows
+        if len(windows) == 1:  # the usual case: a live stream's one window
+            (window,) = windows
+            in_flight = 1 if window.in_flight else 0
+            due = _NONE if in_flight or window.finished or state.paused else (window.due_ms,)
+        else:
+            in_flight = sum(1 for w in windows if w.in_flight)
+            due = (
+                _NONE
+                if state.paused
+                else tuple(w.due_ms for w in windows if not w.in_flight and not w.finished)
+            )
+        self._entries[config.stream_id] = (
             partition,
             config.pipeline,
             fixed_status(state),
             state.announced_ms,
             config.window_ms,
             config.delay_ms,
-            tuple(due),
+            due,
             in_flight,
         )
 
@@ -77,7 +76,7 @@ class StreamGauges:
         self._entries.pop(stream_id, None)
 
     def drop_partition(self, partition: int) -> None:
-        for stream_id in [s for s, e in self._entries.items() if e.partition == partition]:
+        for stream_id in [s for s, e in self._entries.items() if e[0] == partition]:
             del self._entries[stream_id]
 
     def describe(self) -> Iterable[Metric]:
@@ -89,19 +88,21 @@ class StreamGauges:
         late = 0
         ready: dict[str, int] = {}
         in_flight: dict[str, int] = {}
-        for entry in list(self._entries.values()):  # one C call: a snapshot under the GIL
-            status = entry.fixed
-            if status is None:
-                status = status_at("live", entry.announced_ms, entry.window_ms, entry.delay_ms, now)
-            elif status != "retrying":
-                states[status] += 1  # paused or finished: not late, whatever their lag
-                continue
-            states[status] += 1
-            if now - entry.announced_ms > behind_ms(entry.window_ms, entry.delay_ms):
-                late += 1
-            pipeline = entry.pipeline
-            ready[pipeline] = ready.get(pipeline, 0) + sum(1 for d in entry.due_ms if d <= now)
-            in_flight[pipeline] = in_flight.get(pipeline, 0) + entry.in_flight
+        entries = list(self._entries.values())  # one C call: a snapshot under the GIL
+        for _, pipeline, fixed, announced_ms, window_ms, delay_ms, due, flying in entries:
+            if fixed is None:
+                status = status_at("live", announced_ms, window_ms, delay_ms, now)
+                states[status] += 1
+                late += status == "catching up"
+            else:
+                states[fixed] += 1
+                if fixed == "retrying" and now - announced_ms > behind_ms(window_ms, delay_ms):
+                    late += 1
+            if pipeline not in ready:
+                ready[pipeline] = in_flight[pipeline] = 0
+            if due:
+                ready[pipeline] += sum(1 for d in due if d <= now)
+            in_flight[pipeline] += flying
         by_state, late_streams, windows = self._families()
         for status, count in states.items():
             by_state.add_metric([status], count)
