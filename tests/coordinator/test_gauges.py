@@ -5,18 +5,23 @@ and the build info (with the worker's)."""
 from __future__ import annotations
 
 import importlib.metadata
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from streams import buildinfo
 from streams.buildinfo import BuildInfoCollector
+from streams.coordinator.confluent.engine import ConfluentEngine
 from streams.coordinator.health import Outage
+from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
 from streams.core.view import STATUSES
+from streams.topics import Topics
 from streams.worker.metrics import WorkerMetrics
 
+from .fake_clients import FakeBroker
 from .fakes import Driver, ack, at, nack
 from .test_metrics import OTHER, SID, Clock, driver, value
 
@@ -168,3 +173,17 @@ def test_build_info_without_an_installed_distribution_says_unknown(
 ) -> None:
     monkeypatch.setattr(buildinfo, "DISTRIBUTION", "tidemark-not-installed")
     assert buildinfo.version() == "unknown"
+
+
+def test_the_confluent_engine_registers_its_build_info_and_the_processors_gauges(
+    tmp_path: Path,
+) -> None:
+    settings = CoordinatorSettings(
+        topics=Topics("gauges"), data_dir=tmp_path, partitions=4, instance_id="a"
+    )
+    engine = ConfluentEngine(settings, clients=FakeBroker(4).make, probe=lambda: True)
+    registry = engine.metrics.registry
+    labels = {"version": importlib.metadata.version("tidemark"), "engine": "confluent"}
+    assert registry.get_sample_value("tidemark_build_info", labels) == 1
+    assert registry.get_sample_value("tidemark_partitions_total") == 4
+    assert registry.get_sample_value("tidemark_outage_max_hold_seconds") == 6 * 3600
