@@ -49,7 +49,7 @@ def exported_series() -> set[str]:
     """Every series name the coordinator's and the workers' registries can export."""
     coordinator = CoordinatorMetrics().registry
     coordinator.register(ConsumerLagCollector(lambda: []))
-    coordinator.register(OutageCollector(lambda: []))
+    coordinator.register(OutageCollector(lambda: [], 3_600_000))
     gate = SourceGate(SourceLimits("S", max_in_flight=4), 0)
     coordinator.register(AdmissionCollector(lambda: {"S": gate}, lambda: {"S": 1}))
     worker = CollectorRegistry()

@@ -313,7 +313,9 @@ class Ownership:
                     log.info("indexing of partitions %s voided by a rebalance", sorted(partitions))
                     return
             p = self.partition(stream_id)
-            if summary.collect_at_ms is None:
+            if record is not None:  # its state too (streams by state, windows ready)
+                self.metrics.track(p, record.state)
+            elif summary.collect_at_ms is None:
                 self.metrics.track_progress(p, stream_id, summary.downstream_ms, summary.in_flight)
             if self.health is not None:
                 self.health.note_counts(p, stream_id, summary.source, summary.failing, summary.held)

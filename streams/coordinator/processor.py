@@ -40,6 +40,7 @@ from streams.coordinator.scavenger import Scavenger
 from streams.coordinator.telemetry.admission import AdmissionCollector
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
+from streams.coordinator.telemetry.streams import PartitionsCollector
 from streams.core.admission import SourceLimits
 from streams.kafka.partitioner import partition_of
 from streams.topics import Topics
@@ -146,9 +147,15 @@ class Processor:
             monotonic_ms,
             catch_up_max_ms,
         )
+        ownership = self._ownership
+        self._metrics.registry.register(
+            PartitionsCollector(lambda: len(ownership.assigned), partitions)
+        )
         self.health = health  # the outage guard: see `health_tick`
         if health is not None:
-            self._metrics.registry.register(OutageCollector(lambda: health.outages))
+            self._metrics.registry.register(
+                OutageCollector(lambda: health.outages, health.policy.max_hold_ms)
+            )
         self._inputs.health = self._ownership.health = health
         # Admission needs the health view: each coordinator's share of a capped source is read
         # from it.

@@ -38,6 +38,20 @@ def status_at(
     return "catching up" if now_ms - downstream_ms > behind_ms(window_ms, delay_ms) else "live"
 
 
+def fixed_status(state: StreamState) -> Status | None:
+    """The status of `state` that time does not change (finished, paused, retrying), as
+    `view_of` publishes it; None for a running stream, live or catching up by its lag
+    (`status_at`). The coordinator's gauge of streams by state reads it too."""
+    if state.finished_ms is not None and not state.unannounced:
+        return "finished"  # once its last commit is announced too (see `view_of`)
+    if state.paused:
+        return "paused"
+    for window in state.windows:
+        if not window.finished and window.last_error is not None:
+            return "retrying"
+    return None
+
+
 class PublishedView(msgspec.Struct, frozen=True):
     """One stream's view as the coordinator publishes it on `streams` (what a reader holds is
     `streams.readview.ReadView`, made from it).
@@ -138,14 +152,12 @@ def view_of(
     downstream_ms = state.announced_ms
     # Finished once its last commit is announced too: a view never shows a stream finished
     # with progress short of end_ms (Faust coalesces that commit for up to flush_ms).
-    if state.finished_ms is not None and not state.unannounced:
-        status: Status = "finished"
-    elif state.paused:
-        status = "paused"
-    elif error is not None:
-        status = "retrying"
-    else:
-        status = status_at("live", downstream_ms, config.window_ms, config.delay_ms, now_ms)
+    fixed = fixed_status(state)
+    status = (
+        fixed
+        if fixed is not None
+        else status_at("live", downstream_ms, config.window_ms, config.delay_ms, now_ms)
+    )
     return PublishedView(
         config,
         status,
@@ -162,4 +174,12 @@ def view_of(
     )
 
 
-__all__ = ["STATUSES", "PublishedView", "Status", "behind_ms", "status_at", "view_of"]
+__all__ = [
+    "STATUSES",
+    "PublishedView",
+    "Status",
+    "behind_ms",
+    "fixed_status",
+    "status_at",
+    "view_of",
+]

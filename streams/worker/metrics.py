@@ -8,6 +8,7 @@
 - ``tidemark_worker_in_flight{pipeline}``: tasks taken and not finished yet: waiting to start,
   running, or with a result not yet delivered. Backpressure keeps it at most
   ``concurrency + buffer``.
+- ``tidemark_build_info{version}``: 1, with the installed release (streams.buildinfo).
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from typing import Final
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from streams.buildinfo import version
+
 OUTCOMES: Final = ("ack", "nack", "shutdown", "expired", "invalid")
 TIMED_OUTCOMES: Final = ("ack", "nack", "shutdown")  # those whose handler ran
 DURATION_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 class WorkerMetrics:
-    """The three worker metrics in one registry. Use ``for_registry`` for the default one."""
+    """The worker metrics in one registry. Use ``for_registry`` for the default one."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.tasks = Counter(
@@ -45,6 +48,10 @@ class WorkerMetrics:
             ["pipeline"],
             registry=registry,
         )
+        self.build_info = Gauge(
+            "tidemark_build_info", "The running release: always 1.", ["version"], registry=registry
+        )
+        self.build_info.labels(version=version()).set(1)
 
     def of(self, pipeline: str) -> PipelineMetrics:
         """The children of ``pipeline``'s series."""

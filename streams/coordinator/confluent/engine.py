@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from streams.buildinfo import BuildInfoCollector
 from streams.clock import now_ms
 from streams.coordinator.catchup import CatchUp
 from streams.coordinator.confluent.clients import TransactionClients, TransactionEmitter
@@ -92,6 +93,7 @@ class ConfluentEngine:
         self.metrics = CoordinatorMetrics(
             top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
         )
+        self.metrics.registry.register(BuildInfoCollector(engine="confluent"))
         source_health, self._health_table = guard(settings)
         self._limits_table, source_limits = limits_table(settings)
         self._emitter = TransactionEmitter(self.clients)

@@ -20,6 +20,7 @@ import faust  # noqa: TID251  (the Faust engine)
 from faust.types import TP  # noqa: TID251
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from streams.buildinfo import BuildInfoCollector
 from streams.coordinator.catchup import CatchUp
 from streams.coordinator.faust.brokers import QUIET_MS, OutageLogFilter, say_waiting
 from streams.coordinator.faust.outbox import OutboxDelivery
@@ -148,6 +149,7 @@ def build_app(settings: CoordinatorSettings) -> tuple[faust.App, Processor]:
     metrics = CoordinatorMetrics(
         top_laggards=settings.top_laggards, behind_threshold_s=settings.behind_threshold_s
     )
+    metrics.registry.register(BuildInfoCollector(engine="faust"))
     app.output = output = KafkaOutput(settings.kafka)
     source_health, health_table = guard(settings)
     sources_table, source_limits = limits_table(settings)

@@ -26,7 +26,18 @@ Computed at scrape time, over the streams of the partitions this coordinator own
 - ``tidemark_windows_in_flight``: windows dispatched and awaiting a result;
 - ``tidemark_progress_lag_seconds``: a gauge histogram of ``now - downstream_ms``;
 - ``tidemark_progress_lag_top_seconds{stream_id}``: the N streams that lag most (bounded labels);
-- ``tidemark_streams_behind{threshold}``: how many streams lag more than the threshold (seconds).
+- ``tidemark_streams_behind{threshold}``: how many streams lag more than the threshold (seconds);
+- ``tidemark_streams{state}``: streams by the state ``tidemark streams list`` shows (live,
+  catching up, retrying, paused, finished), ``tidemark_streams_late`` (running streams lagging
+  more than 2 windows + delay, retrying ones too), and
+  ``tidemark_pipeline_windows{pipeline,state}``:
+  per pipeline, windows ``ready`` (due, not dispatched) and ``in_flight`` (dispatched,
+  unanswered), the backlog workers scale on (``StreamGauges``,
+  streams.coordinator.telemetry.streams).
+
+Registered by the Processor: ``tidemark_partitions_owned`` and ``tidemark_partitions_total`` (the
+control and results topics' partition count; ``PartitionsCollector``, same module). Registered by
+the engines: ``tidemark_build_info{version,engine}`` = 1 (streams.buildinfo).
 
 The outage guard, as this coordinator decided at its last refresh (``OutageCollector``,
 streams.coordinator.telemetry.outage, registered by the Processor when it has a guard):
@@ -34,7 +45,8 @@ streams.coordinator.telemetry.outage, registered by the Processor when it has a 
 - ``tidemark_sources_in_outage``; per source in outage, ``tidemark_outage_failing_streams`` and
   ``tidemark_outage_streams`` (over every coordinator), ``tidemark_streams_held`` (this
   coordinator's streams with a held window) and ``tidemark_outage_hold_seconds`` (how long the
-  source's bypasses have been held, since this coordinator saw it go into outage).
+  source's bypasses have been held, since this coordinator saw it go into outage);
+  ``tidemark_outage_max_hold_seconds``: the longest a hold lasts (TIDEMARK_OUTAGE_MAX_HOLD_MS).
 Admission's gauges per source (``tidemark_source_*``): streams.coordinator.telemetry.admission.
 
 The confluent engine's clients (``RenewalCollector``, streams.coordinator.confluent.renewal):
@@ -54,20 +66,16 @@ from __future__ import annotations
 
 import logging
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import (
-    CounterMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from streams.clock import now_ms
-from streams.coordinator.telemetry.progress import ProgressCollector, bucket_label
+from streams.coordinator.telemetry.progress import Histogram, ProgressCollector
+from streams.coordinator.telemetry.streams import StreamGauges
 from streams.core import Commit, Decision, Result, StreamState
 from streams.core.config import DEFAULT_PIPELINE
 
@@ -91,29 +99,6 @@ MAX_PENDING_ACKS = 1000
 class _Stream:
     partition: int
     in_flight: int
-
-
-class _Histogram:
-    """Observations counted into fixed buckets: plain ints, folded into Prometheus at scrape."""
-
-    __slots__ = ("bounds", "counts", "sum")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1  # a bucket holds values <= its bound
-        self.sum += value
-
-    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
-        counts, total = list(self.counts), self.sum
-        buckets, running = [], 0
-        for bound, count in zip((*self.bounds, float("inf")), counts, strict=True):
-            running += count
-            buckets.append((bucket_label(bound), float(running)))
-        return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=total)
 
 
 class CoordinatorMetrics:
@@ -144,14 +129,16 @@ class CoordinatorMetrics:
         self.results_by_pipeline: dict[tuple[str, str], int] = {}
         self.commits = 0
         self.stream_errors = 0
-        self.dispatch_delay = _Histogram(DISPATCH_BUCKETS)
-        self.ack_to_commit = _Histogram(ACK_TO_COMMIT_BUCKETS)
+        self.dispatch_delay = Histogram(DISPATCH_BUCKETS)
+        self.ack_to_commit = Histogram(ACK_TO_COMMIT_BUCKETS)
         self._streams: dict[str, _Stream] = {}
         self._marks: dict[str, int] = {}  # stream -> downstream_ms, apart: a scrape reads it whole
         self._in_flight = 0
         self._acks: dict[str, list[tuple[int, int]]] = {}  # stream -> [(ack_ms, handled_ms)]
         self.registry.register(EventCollector(self))
         self.registry.register(ProgressCollector(self, top_laggards, behind_threshold_s, clock_ms))
+        self.streams = StreamGauges(clock_ms)
+        self.registry.register(self.streams)
 
     # -- hooks, called by the Processor ---------------------------------------------------
 
@@ -236,8 +223,9 @@ class CoordinatorMetrics:
                     at_ms = dispatched.get(window.start_ms)
                     if at_ms is not None:
                         observe(max(0, at_ms - window.due_ms) / 1000)
+        self.streams.note(partition, state)
         if state.finished_ms is not None or state.deleted_ms is not None:
-            self.forget(stream_id)  # ended: no progress lag to report
+            self._untrack(stream_id)  # ended: no progress lag to report
             return
         windows = state.windows
         in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
@@ -270,7 +258,8 @@ class CoordinatorMetrics:
             del self._acks[stream_id]
 
     def track(self, partition: int, state: StreamState) -> None:
-        """Remember the stream's progress and windows in flight (on every save and rebuild)."""
+        """Remember the stream's progress, state and windows (a rebuild's decoded record)."""
+        self.streams.note(partition, state)
         if state.finished_ms is not None or state.deleted_ms is not None:
             return
         windows = state.windows
@@ -296,6 +285,10 @@ class CoordinatorMetrics:
         entry.partition = partition
 
     def forget(self, stream_id: str) -> None:
+        self._untrack(stream_id)
+        self.streams.forget(stream_id)
+
+    def _untrack(self, stream_id: str) -> None:
         entry = self._streams.pop(stream_id, None)
         if entry is not None:
             self._in_flight -= entry.in_flight
@@ -306,6 +299,7 @@ class CoordinatorMetrics:
         """The partition went to another coordinator: its streams are no longer ours to report."""
         for stream_id in [s for s, e in self._streams.items() if e.partition == partition]:
             self.forget(stream_id)
+        self.streams.drop_partition(partition)
 
     # -- read by the collector ------------------------------------------------------------
 

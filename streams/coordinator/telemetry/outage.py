@@ -14,9 +14,13 @@ class OutageCollector:
     """The outage guard's gauges, from its last decision (streams.coordinator.health)."""
 
     def __init__(
-        self, outages: Callable[[], list[Outage]], clock_ms: Callable[[], int] = now_ms
+        self,
+        outages: Callable[[], list[Outage]],
+        max_hold_ms: int,
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self._outages = outages
+        self._max_hold_ms = max_hold_ms
         self._clock_ms = clock_ms
 
     def describe(self) -> Iterable[Metric]:
@@ -26,7 +30,12 @@ class OutageCollector:
         outages, now_ms = self._outages(), self._clock_ms()
         count = GaugeMetricFamily("tidemark_sources_in_outage", "Sources in outage.")
         count.add_metric([], len(outages))
-        families: list[Metric] = [count]
+        max_hold = GaugeMetricFamily(
+            "tidemark_outage_max_hold_seconds",
+            "How long at most a source's bypasses are held (TIDEMARK_OUTAGE_MAX_HOLD_MS).",
+        )
+        max_hold.add_metric([], self._max_hold_ms / 1000)
+        families: list[Metric] = [count, max_hold]
         rows = [
             (o.source, (o.failing, o.total, o.held, max(0, now_ms - o.since_ms) / 1000))
             for o in outages

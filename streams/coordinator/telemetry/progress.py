@@ -1,5 +1,6 @@
 """Progress lag and windows in flight, computed when Prometheus scrapes from what the metrics'
-hooks track (streams.coordinator.telemetry.metrics): O(streams), no table reads."""
+hooks track (streams.coordinator.telemetry.metrics): O(streams), no table reads; and the
+hooks' histograms (`Histogram`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Protocol
 
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 PROGRESS_BUCKETS = (
     *(15, 30, 60, 120, 300, 600, 1800, 3600),
@@ -89,6 +95,29 @@ class ProgressCollector:
                 labels=["threshold"],
             ),
         )
+
+
+class Histogram:
+    """Observations counted into fixed buckets: plain ints, folded into Prometheus at scrape."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1  # a bucket holds values <= its bound
+        self.sum += value
+
+    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+        counts, total = list(self.counts), self.sum
+        buckets, running = [], 0
+        for bound, count in zip((*self.bounds, float("inf")), counts, strict=True):
+            running += count
+            buckets.append((bucket_label(bound), float(running)))
+        return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=total)
 
 
 def bucket_label(bound: float) -> str:
