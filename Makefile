@@ -20,10 +20,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
-# Debian packages the tests need (Prometheus and promtool, Chromium); a no-op when present.
+# What the tests need beyond Python: Debian packages (Prometheus and promtool, Chromium), and
+# Helm for the chart's tests, built once per machine into ~/.cache/tidemark/tools (about 5
+# minutes the first time); each a no-op when present.
 system-deps:
 	bash scripts/install-system-deps.sh
 	bash scripts/install-browser.sh
+	bash scripts/install-helm.sh
 
 kafka: setup
 	$(PY) -m streams.dev.broker start
