@@ -19,6 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.deploy.test_prometheus_rules import exported_series
 from tests.support.helm import ROOT, helm_binary
 
 CHART = ROOT / "deploy" / "helm" / "tidemark"
@@ -230,6 +231,7 @@ def test_custom_resources_have_their_shape() -> None:
         meta = trigger["metadata"]
         assert set(meta) == {"serverAddress", "query", "threshold"}
         assert meta["query"] == f'sum(tidemark_pipeline_windows{{pipeline="{route}"}})'
+        assert "tidemark_pipeline_windows" in exported_series()  # what the coordinators export
         assert int(meta["threshold"]) == auto["windowsPerReplica"]
         assert meta["serverAddress"].startswith("http")
     services = of_kind(docs, "Service")
