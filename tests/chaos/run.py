@@ -39,7 +39,7 @@ from .reader import AuditReader
 PARTITIONS = 6
 # The outage guard's settings, shortened: counts older than HEALTH_STALE_MS are dropped, and a
 # coordinator killed in the source's outage stays down OUTAGE_DOWN_S, longer than that.
-# The stale time stays above a takeover, as the README asks (session timeout, a dead owner's
+# The stale time stays above a takeover, as docs/concepts.md asks (session timeout, a dead owner's
 # transaction timing out, the rebuild).
 HEALTH_STALE_MS = 20_000
 OUTAGE_MAX_HOLD_MS = 40_000

@@ -2,7 +2,7 @@
 then back: a `tidemark coordinator --engine faust` process and a `tidemark worker` process keep
 running, say what they wait for (their /health and a WARNING a minute, not a flood of client
 errors), and resume; each stream's `commits` chain has no gap and never goes back (the Faust
-engine is at least once: a repeat is allowed, README "Guarantees").
+engine is at least once: a repeat is allowed, docs/guarantees.md).
 
 The broker is the test's own (SIGKILLed and started on the same ports and data), not the
 session's. It is killed while the worker runs a task, with room for one task only: the result

@@ -90,7 +90,8 @@ def split(a: CoordinatorProcess, b: CoordinatorProcess, settle_s: float = 2.0) -
     those `a` owns. On a loaded machine a Faust coordinator once never applied an upsert
     produced just as the split first showed (no task, no state, nothing logged), likely Faust
     skipping a record fetched across the rebalance (its generation check, faust-streaming
-    PR 223); an input so lost is one the README's at-least-once caveats for Faust cover."""
+    PR 223); an input so lost is one the at-least-once caveats for Faust cover
+    (docs/guarantees.md)."""
     deadline = time.monotonic() + 60
     seen: tuple[set[int], float] | None = None
     while time.monotonic() < deadline:
@@ -292,7 +293,7 @@ def test_the_view_crosses_coordinators_and_the_hold_survives_a_sigkill(
 def test_a_dead_coordinators_counts_expire_by_age_and_the_survivors_hold_ends(
     kafka: KafkaSettings, unique: str, tmp_path: Path, engine: str
 ) -> None:
-    """TIDEMARK_HEALTH_STALE_MS set shorter than a takeover (which the README warns against):
+    """TIDEMARK_HEALTH_STALE_MS set shorter than a takeover (which docs/concepts.md warns against):
     once the dead coordinator's last counts are older than it, the survivor decides from its
     own counts alone, which are no outage, and bypasses its streams; before that, it held them.
     Without the expiry it would hold them until the takeover, and from then on (its own counts

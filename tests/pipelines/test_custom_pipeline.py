@@ -1,4 +1,4 @@
-"""A user's own pipeline, loaded by "module:factory" name, as the README shows."""
+"""A user's own pipeline, loaded by "module:factory" name, as docs/pipelines.md shows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The README's "Writing a pipeline" shows the example pipeline and its test as they are."""
+"""The docs' "Writing a pipeline" (docs/pipelines.md, moved there from the README) shows the
+example pipeline and its test as they are."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_readme_shows_the_example_and_its_test_verbatim() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_show_the_example_and_its_test_verbatim() -> None:
+    readme = (ROOT / "docs/pipelines.md").read_text()
     example = (ROOT / "streams/examples/jsonl_pipeline.py").read_text()
     code = example[example.index("import json") :]  # after the module's docstring
     test = (ROOT / "tests/examples/test_jsonl_pipeline.py").read_text()
