@@ -24,10 +24,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     share one worker, one after the other: two clusters of three JVMs at once beside the other
     broker tests, on 2 cores, slowed a node's restart past two minutes."""
     for item in items:
+        if _long_on_faust(item):
+            item.add_marker(pytest.mark.long)
         if item.get_closest_marker("xdist_group") is not None:
             continue
         group = "cluster" if item.get_closest_marker("cluster") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _long_on_faust(item: pytest.Item) -> bool:
+    """Whether `item` is the Faust engine's variant of a test its module lists in
+    `LONG_ON_FAUST` (test names): `make test` runs such a scenario on the default engine and
+    `make test-long` on both (the mark `long`)."""
+    names = getattr(getattr(item, "module", None), "LONG_ON_FAUST", ())
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or getattr(item, "originalname", "") not in names:
+        return False
+    return "faust" in callspec.id.split("-")
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,8 @@ from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Tail
 
 pytestmark = pytest.mark.broker
+# The Faust engine's variants of these run in `make test-long` (tests/conftest.py).
+LONG_ON_FAUST = ("test_two_pipelines_on_one_prefix_each_get_only_their_own_tasks",)
 WINDOW = 1_000
 STREAMS = {"a1": "alpha", "a2": "alpha", "b1": "beta", "b2": "beta"}
 

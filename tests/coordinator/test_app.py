@@ -26,6 +26,12 @@ from tests.support.kafka_io import Feed, Responder, Tail
 pytestmark = pytest.mark.broker
 
 ENGINES = ("confluent", "faust")
+# The Faust engine's variants of these run in `make test-long` (tests/conftest.py).
+LONG_ON_FAUST = (
+    "test_crash_loses_nothing_and_keeps_the_retry_budget",
+    "test_two_coordinators_split_partitions_and_take_over",
+    "test_sigterm_stops_within_10_s_even_when_the_broker_is_gone",
+)
 
 STEP = 15_000
 WINDOW = 60_000

@@ -18,7 +18,8 @@ from streams.kafka.settings import KafkaSettings
 from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Tail
 
-pytestmark = pytest.mark.broker
+# `make test-long`: the Faust engine's long scenarios run there (tests/conftest.py).
+pytestmark = [pytest.mark.broker, pytest.mark.long]
 
 STREAMS = 2 * BUILD_SLICE + 500  # three slices
 HOUR_MS = 3_600_000

@@ -21,6 +21,8 @@ from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Responder
 
 pytestmark = pytest.mark.broker
+# The Faust engine's variants of these run in `make test-long` (tests/conftest.py).
+LONG_ON_FAUST = ("test_every_stream_is_shown_from_streams_and_bypassed_alone",)
 
 PARTITIONS = 4
 SECOND = 1000

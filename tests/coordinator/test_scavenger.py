@@ -17,6 +17,8 @@ from streams.core.replay import Listed, ReplayState, replay_to_dict
 from .fakes import PARTITIONS, T0, Driver, at, heartbeat, nack
 
 BOTH_ENGINES = pytest.mark.parametrize("transactional", [False, True], ids=["faust", "confluent"])
+# The Faust engine's variants of these run in `make test-long` (tests/conftest.py).
+LONG_ON_FAUST = ("test_a_pass_over_50_000_due_streams_handles_one_slice_within_the_bound",)
 SID = "cluster-a"
 RETENTION_MS = 10 * 60_000
 # What one pass (a partition's tick, its transaction's checkpoint included) may take at most

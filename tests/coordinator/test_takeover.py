@@ -13,6 +13,10 @@ from tests.support.coordinator import CoordinatorProcess
 from tests.support.kafka_io import Feed, Tail
 
 pytestmark = pytest.mark.broker
+# The Faust engine's variants of these run in `make test-long` (tests/conftest.py).
+LONG_ON_FAUST = (
+    "test_an_ack_waiting_while_the_coordinator_was_down_past_the_deadline_commits_as_ack",
+)
 
 WINDOW = 10_000
 TIMEOUT_MS = 2_000

@@ -18,7 +18,8 @@ from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
 from streams.topics import TopicSpec
 
-pytestmark = pytest.mark.broker
+# `make test-long`: the Faust engine's long scenarios run there (tests/conftest.py).
+pytestmark = [pytest.mark.broker, pytest.mark.long]
 APP = Path(__file__).parents[1] / "apps" / "faust_counter.py"
 KEYS = ["alpha", "beta", "gamma", "delta"]
 READY = "[^Worker]: Ready"  # what Faust logs (at info) once recovery is done
