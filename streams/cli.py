@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from streams import buildinfo
 from streams.commands import cluster, pipeline_cmds, replay, source_cmds, stream_cmds, tail
 from streams.commands.common import DEFAULT_CONNECT_TIMEOUT_S, Globals, Output
 from streams.errors import TidemarkError
@@ -16,7 +17,6 @@ from streams.errors import TidemarkError
 app = typer.Typer(
     help="Tidemark: time-window pipelines on Kafka.",
     no_args_is_help=True,
-    add_completion=False,
     rich_markup_mode=None,  # help texts say "[env X, default]" literally
 )
 app.add_typer(stream_cmds.app, name="streams")
@@ -35,9 +35,24 @@ _PASSTHROUGH = {
 }
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tidemark {buildinfo.version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the installed version and exit.",
+        ),
+    ] = False,
     output: Annotated[
         Output, typer.Option("--output", "-o", help="text for people, json for scripts")
     ] = Output.text,
@@ -161,7 +176,8 @@ def dashboard(ctx: typer.Context) -> None:
 
 def main() -> None:
     try:
-        app()
+        # A fixed name: completion scripts and usage lines say `tidemark` however it was started.
+        app(prog_name="tidemark")
     except TidemarkError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise SystemExit(1) from None
