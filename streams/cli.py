@@ -11,7 +11,7 @@ import typer
 
 from streams import buildinfo
 from streams.commands import cluster, pipeline_cmds, replay, source_cmds, stream_cmds, tail
-from streams.commands.common import DEFAULT_CONNECT_TIMEOUT_S, Globals, Output
+from streams.commands.common import DEFAULT_CONNECT_TIMEOUT_S, Globals, Output, fail
 from streams.errors import TidemarkError
 
 app = typer.Typer(
@@ -130,7 +130,9 @@ def coordinator(
     loglevel: Annotated[str, typer.Option(help="crit, error, warn, info or debug")] = "info",
 ) -> None:
     """Run a coordinator in the foreground (SIGTERM or Ctrl-C stops it cleanly)."""
+    from streams.coordinator.confluent.main import WEB_PORT
     from streams.coordinator.settings import CoordinatorSettings
+    from streams.ports import PortUnavailable, check_can_listen
 
     settings = CoordinatorSettings.from_env()
     settings = dataclasses.replace(
@@ -143,6 +145,12 @@ def coordinator(
         flush_ms=settings.flush_ms if flush_ms is None else flush_ms,
         web_port=settings.web_port if web_port is None else web_port,
     )
+    # Before any connection, so a busy port is one line naming it, not a traceback later.
+    try:
+        check_can_listen(settings.web_host, settings.web_port, *WEB_PORT)
+    except PortUnavailable as exc:
+        fail(str(exc))
+        raise typer.Exit(1) from None
     if settings.engine == "faust":
         from streams.coordinator.faust.app import run
 

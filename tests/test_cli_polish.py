@@ -3,6 +3,8 @@ the flag or variable to change."""
 
 from __future__ import annotations
 
+import socket
+
 from typer.testing import CliRunner
 
 from streams import buildinfo
@@ -27,3 +29,22 @@ def test_shell_completion_is_offered_and_shown() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "_TIDEMARK_COMPLETE=complete_bash" in result.stdout
+
+
+def test_a_busy_coordinator_port_names_the_port_and_how_to_change_it() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {"TIDEMARK_WEB_PORT": str(port), "TIDEMARK_WEB_HOST": "127.0.0.1"}
+        result = CliRunner().invoke(
+            app, ["--bootstrap-servers", "127.0.0.1:1", "coordinator"], env=env
+        )
+
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stderr.splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{port} for the coordinator's /health and /metrics: "
+        "address already in use; choose another port with --web-port or TIDEMARK_WEB_PORT, "
+        "or stop the process that holds it"
+    ]

@@ -16,6 +16,7 @@ from types import FrameType
 from streams.dashboard.server import DEFAULT_HOST, DEFAULT_PORT, DashboardServer
 from streams.errors import TidemarkError
 from streams.kafka.settings import KafkaSettings
+from streams.ports import cannot_listen
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(settings, args.prefix, args.host, args.port, stop)
     except OSError as exc:
-        print(
-            f"tidemark dashboard: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
+        error = cannot_listen(args.host, args.port, "the status page", "--port", exc)
+        print(f"tidemark dashboard: {error}", file=sys.stderr)
         return 1
     except TidemarkError as exc:
         print(f"tidemark dashboard: {exc}", file=sys.stderr)

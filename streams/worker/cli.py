@@ -21,6 +21,7 @@ from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines import PIPELINES
 from streams.pipelines.options import number_or_text
+from streams.ports import PortUnavailable
 from streams.worker.config import (
     WorkerConfig,
     session_timeout_from_env,
@@ -155,6 +156,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics_port=args.metrics_port,
             metrics_host=args.metrics_host,
         )
-    except InvalidInput as exc:
+    except (InvalidInput, PortUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -231,7 +231,9 @@ def test_main_reports_a_busy_port(capsys: pytest.CaptureFixture[str]) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         assert main(["--port", str(port), "--bootstrap-servers", "127.0.0.1:1"]) == 1
-    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port} for the status page" in err
+    assert "choose another port with --port" in err
 
 
 def test_main_rejects_a_bad_port(capsys: pytest.CaptureFixture[str]) -> None:

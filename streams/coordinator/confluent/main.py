@@ -16,6 +16,10 @@ from streams.coordinator.confluent.web import HealthServer
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics_waiting
 from streams.coordinator.telemetry.lag import consumer_lag_collector
+from streams.ports import cannot_listen
+
+# What the coordinator's web port serves, and how to choose another (for the port's errors).
+WEB_PORT = ("the coordinator's /health and /metrics", "--web-port or TIDEMARK_WEB_PORT")
 
 _LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING,
            "info": logging.INFO, "debug": logging.DEBUG}  # fmt: skip
@@ -37,9 +41,12 @@ def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None
     serve_stop_signals(engine.request_stop)
     lag = consumer_lag_collector(settings.kafka, settings.topics)
     engine.metrics.registry.register(lag)
-    web = HealthServer(
-        settings.web_host, settings.web_port, engine.health, engine.metrics.registry
-    ).start()
+    try:
+        web = HealthServer(
+            settings.web_host, settings.web_port, engine.health, engine.metrics.registry
+        ).start()
+    except OSError as exc:  # taken since the CLI's check: the same one-line error
+        raise cannot_listen(settings.web_host, settings.web_port, *WEB_PORT, exc) from None
     lag.start()
     try:
         engine.run()
