@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from streams import buildinfo
 from streams.cli import app
+from streams.dev.broker import free_port
 
 
 def test_version_prints_the_installed_distributions_version() -> None:
@@ -48,3 +49,19 @@ def test_a_busy_coordinator_port_names_the_port_and_how_to_change_it() -> None:
         "address already in use; choose another port with --web-port or TIDEMARK_WEB_PORT, "
         "or stop the process that holds it"
     ]
+
+
+def test_an_unreachable_broker_is_one_line_naming_the_address_and_the_variable() -> None:
+    down = f"127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(
+        app, ["--bootstrap-servers", down, "--connect-timeout", "0.5", "streams", "list"]
+    )
+
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: no Kafka broker answered at {down} within 0.5 s (")
+    assert line.endswith(
+        "; check that Kafka runs there, or set KAFKA_BOOTSTRAP_SERVERS (or --bootstrap-servers) "
+        "to its address"
+    )
+    assert "KafkaError{" not in line
