@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 from typer.testing import CliRunner
 
 from streams import buildinfo
 from streams.cli import app
+from streams.commands.flags import ConfigFlags, validated
 from streams.dev.broker import free_port
+from streams.errors import InvalidInput
 
 
 def test_version_prints_the_installed_distributions_version() -> None:
@@ -65,3 +68,41 @@ def test_an_unreachable_broker_is_one_line_naming_the_address_and_the_variable()
         "to its address"
     )
     assert "KafkaError{" not in line
+
+
+# -- --end takes what --start takes ------------------------------------------------------------
+
+NOW_MS = 1_764_410_437_123  # between steps of 15 s and of 1 m
+
+
+def test_end_relative_to_now_is_truncated_to_the_step_as_start_is() -> None:
+    config = validated(ConfigFlags(start="now+1m", end="now+1h").merge({"stream_id": "a"}, NOW_MS))
+
+    assert config["start_ms"] == NOW_MS + 60_000  # kept; the coordinator truncates it
+    assert config["end_ms"] == NOW_MS + 3_600_000 - (NOW_MS + 3_600_000) % 15_000
+
+
+def test_end_is_truncated_to_the_step_given_or_the_streams_own() -> None:
+    given = ConfigFlags(start="now", step="1m", window="1m", end="now+1m")
+    assert validated(given.merge({"stream_id": "a"}, NOW_MS))["end_ms"] % 60_000 == 0
+
+    base = validated(ConfigFlags(start="now", step="5m", window="5m").merge({"stream_id": "a"}, 0))
+    updated = validated(ConfigFlags(end="now+1h").merge(base, NOW_MS))
+    assert updated["end_ms"] == (NOW_MS + 3_600_000) // 300_000 * 300_000
+
+
+def test_end_before_start_is_still_an_error_naming_end() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        validated(ConfigFlags(start="now", end="now-1h").merge({"stream_id": "a"}, NOW_MS))
+    assert caught.value.field == "--end (end_ms)"
+
+
+def test_create_with_start_and_end_relative_to_now_passes_validation() -> None:
+    down = f"127.0.0.1:{free_port()}"
+    args = ["streams", "create", "x", "--start", "now+1m", "--end", "now+1m30s"]
+    result = CliRunner().invoke(
+        app, ["--bootstrap-servers", down, "--connect-timeout", "0.2", *args]
+    )
+
+    assert result.exit_code == 1, result.output  # it got as far as the broker
+    assert "no Kafka broker answered" in result.stderr
