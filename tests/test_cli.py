@@ -345,6 +345,12 @@ def test_update_pause_resume_and_delete(cli: Cli) -> None:
 
     kept = cli("streams", "delete", s, input="n\n")
     assert kept.exit_code == 1 and cli.json("streams", "show", s)
+    assert "pass --yes to delete without asking" in kept.stderr
+    unasked = cli("streams", "delete", s)  # no terminal: stdin is empty
+    assert unasked.exit_code == 1 and cli.json("streams", "show", s)
+    assert "Aborted!" not in unasked.output
+    assert f"error: stream {s!r} not deleted: no answer to the question; " in unasked.stderr
+    assert "pass --yes to delete without asking" in unasked.stderr
     assert "deleted" in cli.ok("streams", "delete", s, "--yes")
     wait_for("the delete", lambda: s not in {d["stream_id"] for d in cli.json("streams", "list")})
 

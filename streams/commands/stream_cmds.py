@@ -243,7 +243,17 @@ def delete(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     _existing(env, stream)
     if not yes:
-        typer.confirm(f"Delete stream {stream!r} and its progress?", abort=True, err=True)
+        try:
+            sure = typer.confirm(f"Delete stream {stream!r} and its progress?", err=True)
+        except typer.Abort:  # no terminal to answer from (stdin closed), or Ctrl-C
+            raise TidemarkError(
+                f"stream {stream!r} not deleted: no answer to the question; "
+                "pass --yes to delete without asking"
+            ) from None
+        if not sure:
+            raise TidemarkError(
+                f"stream {stream!r} not deleted; pass --yes to delete without asking"
+            )
     _control(env, Delete(stream), "deleted")
 
 
