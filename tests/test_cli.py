@@ -499,6 +499,10 @@ def test_replay_reports_windows_that_failed_again(bare: Cli) -> None:
     assert [w["start_ms"] for w in doc["replayed"]] == [T0]
     assert [(w["start_ms"], w["attempts"]) for w in doc["failed"]] == [(T0 + MIN, 4)]
     assert doc["pending"] == []
+    assert (
+        f"next: see why with `tidemark streams show {s}`; once the cause is fixed, replay them "
+        f"again with `tidemark replay {s} --from 2026-11-29T10:01:00Z --to 2026-11-29T10:02:00Z`"
+    ) in result.stderr
 
 
 def test_replay_the_coordinator_rejects_is_reported_at_once(bare: Cli) -> None:
@@ -525,7 +529,7 @@ def test_replay_the_coordinator_rejects_is_reported_at_once(bare: Cli) -> None:
 
     assert result.exit_code == 1, result.output
     assert time.monotonic() - started < 30
-    assert f"the coordinator rejected the replay: {reason}" in result.stderr
+    assert f"the coordinator rejected the replay: {reason}; see what is listed" in result.stderr
 
 
 def test_replay_without_waiting_nothing_to_replay_and_unknown_streams(bare: Cli) -> None:
@@ -557,6 +561,7 @@ def test_replay_gives_up_waiting_after_its_timeout(bare: Cli) -> None:
 
     assert result.exit_code == 1
     assert "replayed 0 of 1" in result.stdout and "no outcome yet" in result.stdout
+    assert f"follow it with `tidemark streams show {s}`" in result.stderr
 
 
 # -- tail --------------------------------------------------------------------------------------
