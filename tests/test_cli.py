@@ -585,6 +585,8 @@ def test_tail_prints_records_from_the_beginning(bare: Cli) -> None:
 
     text = bare.ok("tail", "bypassed", "--from-beginning", "--max", "2")
     assert f"s/{T0} " in text and "(tombstone)" in text
+    assert '"start_ms":"2026-11-29T10:00:00Z","end_ms":"2026-11-29T10:01:00Z"' in text
+    assert f'"start_ms":{T0}' not in text  # raw milliseconds only with --output json
     assert bare.ok("tail", "rejected", "--timeout", "0.5") == ""
 
 

@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from streams import buildinfo
 from streams.cli import app
 from streams.commands.flags import ConfigFlags, validated
+from streams.commands.tail import humanized
+from streams.commands.views import lag_text
 from streams.dev.broker import free_port
 from streams.errors import InvalidInput
 
@@ -106,3 +108,49 @@ def test_create_with_start_and_end_relative_to_now_passes_validation() -> None:
 
     assert result.exit_code == 1, result.output  # it got as far as the broker
     assert "no Kafka broker answered" in result.stderr
+
+
+# -- times and durations for people ------------------------------------------------------------
+
+
+def test_tail_text_shows_times_as_iso_and_durations_as_durations() -> None:
+    value = {
+        "stream_id": "s",
+        "start_ms": 1_795_946_400_000,
+        "config": {"window_ms": 90_000, "retry": {"strategy": "fixed", "interval_ms": 60_000}},
+        "windows": [{"end_ms": 1_795_946_460_500, "attempts": 3}],
+        "note_ms": "text stays text",
+    }
+
+    assert humanized(value) == {
+        "stream_id": "s",
+        "start_ms": "2026-11-29T10:00:00Z",
+        "config": {"window_ms": "1m30s", "retry": {"strategy": "fixed", "interval_ms": "1m"}},
+        "windows": [{"end_ms": "2026-11-29T10:01:00.500Z", "attempts": 3}],
+        "note_ms": "text stays text",
+    }
+
+
+def test_lag_in_tables_is_at_most_two_units_rounded() -> None:
+    assert lag_text(10_872) == "11s"
+    assert lag_text(250_400) == "4m10s"
+    assert lag_text(None) == "-"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--window", "3651d", "--step", "1d"],
+            "--window (window_ms): must be <= 3650d, got 3651d",
+        ),
+        (["--gc-grace", "4000d"], "--gc-grace (gc_grace_ms): must be <= 3650d, got 4000d"),
+        (["--timeout", "0s"], "--timeout (task_timeout_ms): must be more than 0s, got 0s"),
+    ],
+)
+def test_bounds_in_errors_are_durations_naming_the_flag(flags: list[str], message: str) -> None:
+    args = ["streams", "create", "x", "--start", "now", *flags]
+    result = CliRunner().invoke(app, ["--bootstrap-servers", "127.0.0.1:1", *args])
+
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: {message}\n"

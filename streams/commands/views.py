@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from streams.core.config import DEFAULT_PIPELINE
-from streams.humanize import format_duration, format_time
+from streams.humanize import format_duration, format_duration_rounded, format_time
 from streams.readview import BypassView, ReadView, bypass_json
 
 STATE_STYLES = {
@@ -53,7 +53,7 @@ def window_text(start_ms: int, end_ms: int) -> str:
 
 
 def lag_text(lag_ms: int | None) -> str:
-    return "-" if lag_ms is None else format_duration(lag_ms, parts=2)
+    return "-" if lag_ms is None else format_duration_rounded(lag_ms)
 
 
 def state_text(
