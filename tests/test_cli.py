@@ -279,6 +279,8 @@ def test_create_then_list_and_show_follow_real_commits(cli: Cli) -> None:
     assert listed[s]["downstream_ms"] >= shown["downstream_ms"]
     table = cli.ok("streams", "list")
     assert s in table and "live" in table and "downstream (UTC)" in table
+    assert s in {doc["stream_id"] for doc in cli.json("streams", "list", "--state", "live")}
+    assert s not in cli.ok("streams", "list", "--state", "paused")
     assert "window" in cli.ok("streams", "show", s)
 
     again = cli("streams", "create", s, "--start", "now")

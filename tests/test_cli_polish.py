@@ -6,15 +6,17 @@ from __future__ import annotations
 import socket
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from streams import buildinfo
 from streams.cli import app
 from streams.commands.flags import ConfigFlags, validated
 from streams.commands.tail import humanized
-from streams.commands.views import lag_text
+from streams.commands.views import lag_text, streams_table, view_state_text
 from streams.dev.broker import free_port
 from streams.errors import InvalidInput
+from streams.readview import ReadView
 
 
 def test_version_prints_the_installed_distributions_version() -> None:
@@ -154,3 +156,42 @@ def test_bounds_in_errors_are_durations_naming_the_flag(flags: list[str], messag
 
     assert result.exit_code == 2, result.output
     assert result.stderr == f"error: {message}\n"
+
+
+# -- streams list: held shown as held, --state -------------------------------------------------
+
+
+def test_a_held_window_shows_since_when_in_the_state_column() -> None:
+    now = 1_795_946_400_000 + 3_600_000  # 2026-11-29T11:00:00Z
+    held = ReadView("s", "retrying", None, now - 60_000, held_since_ms=now - 3_355_250)
+    plain = ReadView("t", "retrying", None, now - 60_000)
+    out = Console(width=250, record=True)
+
+    out.print(streams_table([held, plain], now))
+
+    lines = out.export_text().splitlines()
+    assert "retrying, held since 10:04:04Z" in next(line for line in lines if " s " in line)
+    assert "held" not in next(line for line in lines if " t " in line)
+    old = ReadView("s", "retrying", None, None, held_since_ms=now - 2 * 86_400_000)
+    assert "held since 2026-11-27T11:00:00Z" in view_state_text(old, now).plain
+
+
+@pytest.mark.parametrize("state", ["sleeping", "held", ""])
+def test_list_state_is_validated_naming_the_flag(state: str) -> None:
+    args = ["--bootstrap-servers", "127.0.0.1:1", "streams", "list", "--state", state]
+    result = CliRunner().invoke(app, args)
+
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: --state: {state!r} is not a state; "
+        "use one of live, catching up, retrying, paused, finished\n"
+    )
+
+
+@pytest.mark.parametrize("state", ["live", "catching up", "catching-up", "Retrying", "finished"])
+def test_list_state_takes_every_state_of_the_core(state: str) -> None:
+    args = ["--bootstrap-servers", "127.0.0.1:1", "--connect-timeout", "0.2", "streams", "list"]
+    result = CliRunner().invoke(app, [*args, "--state", state])
+
+    assert result.exit_code == 1, result.output  # valid: it got as far as the broker
+    assert "no Kafka broker answered" in result.stderr

@@ -24,7 +24,8 @@ from streams.commands.views import by_lag, print_stream, stream_doc, streams_tab
 from streams.commands.views import bypass_doc as bypass_json
 from streams.core import Control, Delete, Pause, Resume, Upsert, config_from_dict
 from streams.core.config import DEFAULT_PIPELINE
-from streams.errors import TidemarkError
+from streams.core.view import STATUSES
+from streams.errors import InvalidInput, TidemarkError
 from streams.humanize import format_duration, format_time
 from streams.kafka.pipelines import ensure_tasks_topic
 from streams.kafka.topic_io import send
@@ -261,22 +262,44 @@ def delete(
 @friendly_errors
 def list_(
     ctx: typer.Context,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            metavar="STATE",
+            help=f"only the streams in this state: {', '.join(STATUSES)}",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
 ) -> None:
     """Every stream, the most lagging first: downstream time, lag, state, attempt, bypasses."""
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    wanted = None if state is None else _state(state)
     env.connect()
     model = _read(env)
     now = now_ms()
     views = by_lag(model.streams(), now)
+    if wanted is not None:
+        views = [view for view in views if view.state(now) == wanted]
     if env.json:
         print_json([stream_doc(view, now, config=False) for view in views])
     elif views:
         console().print(streams_table(views, now))
+    elif wanted is not None:
+        console().print(f"no {wanted} streams on {env.topics.streams}")
     else:
         console().print(f"no streams on {env.topics.streams}")
+
+
+def _state(text: str) -> str:
+    """`--state`'s value as one of streams.core.view's states (`catching-up` too)."""
+    wanted = text.strip().lower().replace("-", " ").replace("_", " ")
+    if wanted not in STATUSES:
+        raise InvalidInput("--state", f"{text!r} is not a state; use one of {', '.join(STATUSES)}")
+    return wanted
 
 
 @app.command()
