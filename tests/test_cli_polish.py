@@ -53,7 +53,7 @@ def test_a_busy_coordinator_port_names_the_port_and_how_to_change_it() -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert result.stderr.splitlines() == [
         f"error: cannot listen on 127.0.0.1:{port} for the coordinator's /health and /metrics: "
-        "address already in use; choose another port with --web-port or TIDEMARK_WEB_PORT, "
+        "address already in use; choose another port with --port or TIDEMARK_WEB_PORT, "
         "or stop the process that holds it"
     ]
 
@@ -195,3 +195,51 @@ def test_list_state_takes_every_state_of_the_core(state: str) -> None:
 
     assert result.exit_code == 1, result.output  # valid: it got as far as the broker
     assert "no Kafka broker answered" in result.stderr
+
+
+# -- one spelling of each flag; the old ones hidden, deprecated aliases -------------------------
+
+
+def test_worker_dashboard_and_coordinator_share_their_flag_names() -> None:
+    for command in ("worker", "dashboard", "coordinator"):
+        shown = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
+        for flag in ("--log-level", "--host", "--port"):
+            assert flag in shown, (command, flag)
+        for old in ("--loglevel", "--metrics-port", "--metrics-host", "--web-port"):
+            assert old not in shown, (command, old)
+
+
+def test_the_workers_old_flag_spellings_still_work_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from streams.worker.cli import main, parse_args
+
+    old = ["--pipeline", "synthetic", "--metrics-host", "0.0.0.0", "--metrics-port", "9100"]
+    args = parse_args([*old, "--loglevel", "DEBUG"])
+    assert (args.host, args.port, args.log_level) == ("0.0.0.0", 9100, "DEBUG")
+    new = parse_args(["--pipeline", "synthetic", "--host", "0.0.0.0", "--port", "9100"])
+    assert (new.host, new.port, new.log_level) == ("0.0.0.0", 9100, "INFO")
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        argv = ["--pipeline", "synthetic", "--metrics-port", str(port)]
+        assert main([*argv, "--bootstrap-servers", "127.0.0.1:1"]) == 2  # the port was read
+    err = capsys.readouterr().err
+    assert "warning: --metrics-port is deprecated; use --port" in err
+    assert f"cannot listen on 127.0.0.1:{port}" in err
+
+
+def test_the_coordinators_old_flag_spellings_still_work_with_a_warning() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = ["coordinator", "--web-port", str(port), "--loglevel", "warn"]
+        result = CliRunner().invoke(app, args, env={"TIDEMARK_WEB_HOST": "127.0.0.1"})
+
+    assert result.exit_code == 1
+    assert "warning: --web-port is deprecated; use --port" in result.stderr
+    assert "warning: --loglevel is deprecated; use --log-level" in result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr  # the port was read

@@ -252,7 +252,7 @@ def _metrics_server(
         server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_Quiet)
     except OSError as exc:
         raise cannot_listen(
-            host, port, "the worker's /metrics and /health", "--metrics-port", exc
+            host, port, "the worker's /metrics and /health", "--port", exc
         ) from None
     thread = threading.Thread(target=server.serve_forever, name="worker-http", daemon=True)
     thread.start()

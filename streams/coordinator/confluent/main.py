@@ -19,7 +19,7 @@ from streams.coordinator.telemetry.lag import consumer_lag_collector
 from streams.ports import cannot_listen
 
 # What the coordinator's web port serves, and how to choose another (for the port's errors).
-WEB_PORT = ("the coordinator's /health and /metrics", "--web-port or TIDEMARK_WEB_PORT")
+WEB_PORT = ("the coordinator's /health and /metrics", "--port or TIDEMARK_WEB_PORT")
 
 _LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING,
            "info": logging.INFO, "debug": logging.DEBUG}  # fmt: skip
