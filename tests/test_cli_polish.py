@@ -3,7 +3,10 @@ the flag or variable to change."""
 
 from __future__ import annotations
 
+import logging
+import os
 import socket
+import threading
 
 import pytest
 from rich.console import Console
@@ -15,7 +18,7 @@ from streams.commands.flags import ConfigFlags, validated
 from streams.commands.tail import humanized
 from streams.commands.views import lag_text, streams_table, view_state_text
 from streams.dev.broker import free_port
-from streams.errors import InvalidInput
+from streams.errors import InvalidInput, TidemarkError
 from streams.readview import ReadView
 
 
@@ -243,3 +246,74 @@ def test_the_coordinators_old_flag_spellings_still_work_with_a_warning() -> None
     assert "warning: --web-port is deprecated; use --port" in result.stderr
     assert "warning: --loglevel is deprecated; use --log-level" in result.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr  # the port was read
+
+
+# -- a startup line and a stop line ------------------------------------------------------------
+
+
+def test_the_worker_says_what_it_starts_and_that_it_stopped(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streams.worker import cli as worker_cli
+
+    monkeypatch.setattr(worker_cli, "run_worker", lambda *args, **kwargs: 0)
+    caplog.set_level(logging.INFO, logger="streams.worker")
+    argv = ["--pipeline", "synthetic", "--prefix", "p", "--port", "9100"]
+    env = {"KAFKA_BOOTSTRAP_SERVERS": "kafka:9092"}
+    monkeypatch.setattr(os, "environ", {**os.environ, **env})
+
+    assert worker_cli.run(worker_cli.parse_args(argv)) == 0
+
+    assert [r.getMessage() for r in caplog.records if r.name == "streams.worker"] == [
+        f"tidemark worker {buildinfo.version()} starting: pipeline synthetic, route default, "
+        "group p-workers-synthetic, topics p.*, Kafka kafka:9092, "
+        "/metrics and /health http://127.0.0.1:9100/metrics",
+        "tidemark worker stopped (exit code 0)",
+    ]
+
+
+def test_the_dashboard_says_what_it_serves_and_that_it_stopped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from streams.dashboard.cli import serve
+    from streams.kafka.settings import KafkaSettings
+
+    caplog.set_level(logging.INFO, logger="streams.dashboard.cli")
+    stop = threading.Event()
+    stop.set()
+    serve(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "p", "127.0.0.1", 0, stop)
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "streams.dashboard.cli"]
+    assert lines[0].startswith(
+        f"tidemark dashboard {buildinfo.version()}: serving http://127.0.0.1:"
+    )
+    assert lines[0].endswith("(topics p.*, Kafka 127.0.0.1:1)")
+    assert lines[-1] == "tidemark dashboard: stopped"
+
+
+def test_the_coordinator_says_what_it_starts_and_that_it_stopped(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streams.coordinator.confluent import main as confluent_main
+    from streams.coordinator.settings import CoordinatorSettings
+
+    def no_broker(*args: object) -> None:
+        raise TidemarkError("no broker here")
+
+    monkeypatch.setattr(confluent_main, "block_stop_signals", lambda: None)
+    monkeypatch.setattr(confluent_main, "prepare_topics_waiting", no_broker)
+    caplog.set_level(logging.INFO, logger="streams.coordinator")
+    settings = CoordinatorSettings.from_env(
+        {"KAFKA_BOOTSTRAP_SERVERS": "kafka:9092", "TIDEMARK_TOPIC_PREFIX": "p",
+         "TIDEMARK_INSTANCE_ID": "c-0", "TIDEMARK_WEB_PORT": "6066"}
+    )  # fmt: skip
+
+    with pytest.raises(TidemarkError):
+        confluent_main.run_confluent(settings)
+
+    assert [r.getMessage() for r in caplog.records if r.name == "streams.coordinator"] == [
+        f"tidemark coordinator {buildinfo.version()} starting: engine confluent, instance "
+        f"{settings.instance}, topics p.*, Kafka kafka:9092, /health and /metrics "
+        "http://127.0.0.1:6066",
+        "tidemark coordinator stopped",
+    ]

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from streams import buildinfo
 from streams.dashboard.server import DEFAULT_HOST, DEFAULT_PORT, DashboardServer
 from streams.errors import TidemarkError
 from streams.kafka.settings import KafkaSettings
@@ -36,7 +37,10 @@ def serve(
     server = DashboardServer(settings, prefix, host, port).start()
     # Many rows allocated per refresh, almost no cycles: as the coordinator (eos.GC_THRESHOLD).
     gc.set_threshold(50_000, 20, 100)
-    log.info("tidemark dashboard: serving %s (topics %s.*)", server.url, prefix)
+    log.info(
+        "tidemark dashboard %s: serving %s (topics %s.*, Kafka %s)",
+        buildinfo.version(), server.url, prefix, settings.bootstrap_servers,
+    )  # fmt: skip
     try:
         while not stop.wait(0.5):
             pass
@@ -44,6 +48,7 @@ def serve(
         pass
     finally:
         server.stop()
+        log.info("tidemark dashboard: stopped")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from streams import buildinfo
 from streams.cli_aliases import aliased
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
@@ -30,6 +31,8 @@ from streams.worker.config import (
     topic_prefix_from_env,
 )
 from streams.worker.runner import run_worker
+
+log = logging.getLogger("streams.worker")
 
 
 def option_value(text: str) -> int | float | str:
@@ -228,13 +231,22 @@ def run(args: WorkerArgs) -> int:
             session_timeout_ms=args.session_timeout_ms or session_timeout_from_env(),
         )
         options = parse_options(args.option, convert=str)
-        return run_worker(
+        web = "none" if args.port is None else f"http://{args.host}:{args.port}/metrics"
+        log.info(
+            "tidemark worker %s starting: pipeline %s, route %s, group %s, topics %s.*, "
+            "Kafka %s, /metrics and /health %s",
+            buildinfo.version(), config.pipeline, config.route, config.group,
+            config.topic_prefix, settings.bootstrap_servers, web,
+        )  # fmt: skip
+        code = run_worker(
             config,
             options=options,
             settings=settings,
             metrics_port=args.port,
             metrics_host=args.host,
         )
+        log.info("tidemark worker stopped (exit code %d)", code)
+        return code
     except (InvalidInput, PortUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
