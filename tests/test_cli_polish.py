@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import threading
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -317,3 +318,37 @@ def test_the_coordinator_says_what_it_starts_and_that_it_stopped(
         "http://127.0.0.1:6066",
         "tidemark coordinator stopped",
     ]
+
+
+# -- a warning before a backlog ------------------------------------------------------------------
+
+
+def test_a_backlog_over_the_bound_is_warned_of_with_its_size_and_duration() -> None:
+    from streams.commands.stream_cmds import backlog_warning
+
+    def config(**flags: str) -> dict[str, Any]:
+        merged = ConfigFlags(**flags).merge({"stream_id": "a"}, NOW_MS)  # type: ignore[arg-type]
+        return validated(merged)
+
+    month = config(start="now-30d", window="15s", step="15s")
+    warning = backlog_warning({**month, "max_in_flight": 8}, NOW_MS)
+    assert warning is not None
+    assert warning.startswith("a backlog of 172,800 windows is due at once; at --max-in-flight 8")
+    assert "21,600 rounds of tasks, about 6h if each takes 1 s" in warning
+    # At the bound, with an end, or from now: no warning.
+    assert backlog_warning(config(start="now-2500m", window="15s", step="15s"), NOW_MS) is None
+    ended = config(start="now-30d", end="now-29d", window="1m", step="1m")
+    assert backlog_warning(ended, NOW_MS) is None
+    assert backlog_warning(config(start="now"), NOW_MS) is None
+
+
+def test_create_warns_of_a_backlog_before_it_connects() -> None:
+    args = ["streams", "create", "x", "--start", "now-30d", "--window", "15s", "--step", "15s"]
+    result = CliRunner().invoke(
+        app, ["--bootstrap-servers", "127.0.0.1:1", "--connect-timeout", "0.2", *args]
+    )
+
+    assert result.exit_code == 1
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith("warning: a backlog of 172,80")  # now moves on: 172,800 or 1
+    assert error.startswith("error: no Kafka broker answered")

@@ -26,7 +26,7 @@ from streams.core import Control, Delete, Pause, Resume, Upsert, config_from_dic
 from streams.core.config import DEFAULT_PIPELINE
 from streams.core.view import STATUSES
 from streams.errors import InvalidInput, TidemarkError
-from streams.humanize import format_duration, format_time
+from streams.humanize import format_duration, format_duration_rounded, format_time
 from streams.kafka.pipelines import ensure_tasks_topic
 from streams.kafka.topic_io import send
 from streams.readmodel import TOPICS, ReadModel, ReadView
@@ -145,7 +145,11 @@ def create(
         non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention, source,
         pipeline,
     )  # fmt: skip
-    config = validated(flags.merge({"stream_id": stream}, now_ms()))
+    now = now_ms()
+    config = validated(flags.merge({"stream_id": stream}, now))
+    warning = backlog_warning(config, now)
+    if warning:
+        console(stderr=True).print(f"warning: {warning}", soft_wrap=True)
     env.connect(require=["control", "streams"])
     if _read(env, ("streams",)).stream(stream) is not None:
         raise TidemarkError(
@@ -154,6 +158,30 @@ def create(
     check_registered_params(env, config)
     _ensure_tasks_topic(env, config)
     _upsert(env, config, "created")
+
+
+# More windows than this already due at creation is a backlog worth a warning.
+BACKLOG_WARNING_WINDOWS = 10_000
+
+
+def backlog_warning(config: dict[str, Any], now_ms: int) -> str | None:
+    """What a stream created now has to catch up on, when more than BACKLOG_WARNING_WINDOWS
+    windows are due already: how many, and how many rounds at its max_in_flight."""
+    step = config["step_ms"]
+    origin = config["start_ms"] - config["start_ms"] % step
+    last_end = now_ms - config["delay_ms"]
+    if config["end_ms"] is not None:
+        last_end = min(last_end, config["end_ms"])
+    due = max(0, (last_end - origin - config["window_ms"]) // step + 1)
+    if due <= BACKLOG_WARNING_WINDOWS:
+        return None
+    in_flight = config["max_in_flight"]
+    rounds = -(-due // in_flight)
+    return (
+        f"a backlog of {due:,} windows is due at once; at --max-in-flight {in_flight} that is "
+        f"{rounds:,} rounds of tasks, about {format_duration_rounded(rounds * 1_000)} if each "
+        "takes 1 s (a later --start, or a larger --max-in-flight, shortens it)"
+    )
 
 
 @app.command()
