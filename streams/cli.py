@@ -9,14 +9,17 @@ from typing import Annotated
 
 import typer
 
+from streams import buildinfo
+from streams.cli_aliases import aliased
 from streams.commands import cluster, pipeline_cmds, replay, source_cmds, stream_cmds, tail
-from streams.commands.common import DEFAULT_CONNECT_TIMEOUT_S, Globals, Output
+from streams.commands.common import DEFAULT_CONNECT_TIMEOUT_S, Globals, Output, fail
+from streams.dashboard import cli as dashboard_cli
 from streams.errors import TidemarkError
+from streams.worker import cli as worker_cli
 
 app = typer.Typer(
     help="Tidemark: time-window pipelines on Kafka.",
     no_args_is_help=True,
-    add_completion=False,
     rich_markup_mode=None,  # help texts say "[env X, default]" literally
 )
 app.add_typer(stream_cmds.app, name="streams")
@@ -26,18 +29,28 @@ app.add_typer(cluster.topics_app, name="topics")
 app.command()(replay.replay)
 app.command()(tail.tail)
 app.command()(cluster.status)
+app.command()(worker_cli.worker)
+app.command()(dashboard_cli.dashboard)
 
-# Commands that take their arguments as they are, for a program with its own parser.
-_PASSTHROUGH = {
-    "allow_extra_args": True,
-    "ignore_unknown_options": True,
-    "help_option_names": [],
-}
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tidemark {buildinfo.version()}")
+        raise typer.Exit()
 
 
 @app.callback()
 def _root(
     ctx: typer.Context,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the installed version and exit.",
+        ),
+    ] = False,
     output: Annotated[
         Output, typer.Option("--output", "-o", help="text for people, json for scripts")
     ] = Output.text,
@@ -87,9 +100,15 @@ def coordinator(
         int | None,
         typer.Option(help="Commit coalescing interval, 0 = immediate [env TIDEMARK_FLUSH_MS, 200]"),
     ] = None,
-    web_port: Annotated[
+    host: Annotated[
+        str | None,
+        typer.Option(help="Address of /health and /metrics [env TIDEMARK_WEB_HOST, 127.0.0.1]"),
+    ] = None,
+    port: Annotated[
         int | None,
-        typer.Option(help="Health endpoint port on 127.0.0.1 [env TIDEMARK_WEB_PORT, 6066]"),
+        typer.Option(
+            min=0, max=65535, help="Port of /health and /metrics [env TIDEMARK_WEB_PORT, 6066]"
+        ),
     ] = None,
     engine: Annotated[
         str | None,
@@ -112,11 +131,17 @@ def coordinator(
             "[env TIDEMARK_COMMIT_INTERVAL_MS, 100]"
         ),
     ] = None,
-    loglevel: Annotated[str, typer.Option(help="crit, error, warn, info or debug")] = "info",
+    log_level: Annotated[str, typer.Option(help="crit, error, warn, info or debug")] = "info",
+    web_port: Annotated[int | None, typer.Option(min=0, max=65535, hidden=True)] = None,
+    loglevel: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run a coordinator in the foreground (SIGTERM or Ctrl-C stops it cleanly)."""
+    from streams.coordinator.confluent.main import WEB_PORT
     from streams.coordinator.settings import CoordinatorSettings
+    from streams.ports import PortUnavailable, check_can_listen
 
+    port = aliased(port, web_port, "--web-port", "--port")
+    log_level = aliased(log_level, loglevel, "--loglevel", "--log-level")
     settings = CoordinatorSettings.from_env()
     settings = dataclasses.replace(
         settings,
@@ -126,16 +151,23 @@ def coordinator(
         partitions=settings.partitions if partitions is None else partitions,
         data_dir=data_dir or settings.data_dir,
         flush_ms=settings.flush_ms if flush_ms is None else flush_ms,
-        web_port=settings.web_port if web_port is None else web_port,
+        web_host=host or settings.web_host,
+        web_port=settings.web_port if port is None else port,
     )
+    # Before any connection, so a busy port is one line naming it, not a traceback later.
+    try:
+        check_can_listen(settings.web_host, settings.web_port, *WEB_PORT)
+    except PortUnavailable as exc:
+        fail(str(exc))
+        raise typer.Exit(1) from None
     if settings.engine == "faust":
         from streams.coordinator.faust.app import run
 
-        run(settings, loglevel=loglevel)
+        run(settings, loglevel=log_level)
     else:
         from streams.coordinator.confluent.main import run_confluent
 
-        run_confluent(settings, loglevel=loglevel)
+        run_confluent(settings, loglevel=log_level)
 
 
 def _on_command_line(ctx: typer.Context, param: str) -> bool:
@@ -143,25 +175,10 @@ def _on_command_line(ctx: typer.Context, param: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-@app.command(context_settings=_PASSTHROUGH, add_help_option=False)
-def worker(ctx: typer.Context) -> None:
-    """Run a worker: `tidemark worker --pipeline synthetic --concurrency 4` (see --help)."""
-    from streams.worker.cli import main as worker_main
-
-    raise typer.Exit(worker_main(ctx.args))
-
-
-@app.command(context_settings=_PASSTHROUGH, add_help_option=False)
-def dashboard(ctx: typer.Context) -> None:
-    """Serve the read-only status page on 127.0.0.1 (see --help)."""
-    from streams.dashboard.cli import main as dashboard_main
-
-    raise typer.Exit(dashboard_main(ctx.args))
-
-
 def main() -> None:
     try:
-        app()
+        # A fixed name: completion scripts and usage lines say `tidemark` however it was started.
+        app(prog_name="tidemark")
     except TidemarkError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise SystemExit(1) from None

@@ -107,5 +107,19 @@ def format_duration(ms: int, parts: int | None = None) -> str:
     return sign + "".join(out or ["0s"])
 
 
+def format_duration_rounded(ms: int, parts: int = 2) -> str:
+    """For a person reading: at most `parts` adjacent units, rounded (half up) to the last one
+    shown, and milliseconds only below a second: 10_872 -> `11s`, 250_400 -> `4m10s`,
+    3_599_600 -> `1h`, 872 -> `872ms`."""
+    sign, rest = ("-", -ms) if ms < 0 else ("", ms)
+    if rest < UNITS_MS["s"]:
+        return sign + format_duration(rest)
+    sizes = [size for unit, size in UNITS_MS.items() if unit != "ms"]
+    largest = next(i for i, size in enumerate(sizes) if rest >= size)
+    smallest = sizes[min(largest + parts - 1, len(sizes) - 1)]
+    rounded = (rest + smallest // 2) // smallest * smallest
+    return sign + format_duration(rounded, parts)
+
+
 def _is_integer(text: str) -> bool:
     return text.isascii() and text.isdigit()

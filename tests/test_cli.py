@@ -279,6 +279,8 @@ def test_create_then_list_and_show_follow_real_commits(cli: Cli) -> None:
     assert listed[s]["downstream_ms"] >= shown["downstream_ms"]
     table = cli.ok("streams", "list")
     assert s in table and "live" in table and "downstream (UTC)" in table
+    assert s in {doc["stream_id"] for doc in cli.json("streams", "list", "--state", "live")}
+    assert s not in cli.ok("streams", "list", "--state", "paused")
     assert "window" in cli.ok("streams", "show", s)
 
     again = cli("streams", "create", s, "--start", "now")
@@ -345,6 +347,12 @@ def test_update_pause_resume_and_delete(cli: Cli) -> None:
 
     kept = cli("streams", "delete", s, input="n\n")
     assert kept.exit_code == 1 and cli.json("streams", "show", s)
+    assert "pass --yes to delete without asking" in kept.stderr
+    unasked = cli("streams", "delete", s)  # no terminal: stdin is empty
+    assert unasked.exit_code == 1 and cli.json("streams", "show", s)
+    assert "Aborted!" not in unasked.output
+    assert f"error: stream {s!r} not deleted: no answer to the question; " in unasked.stderr
+    assert "pass --yes to delete without asking" in unasked.stderr
     assert "deleted" in cli.ok("streams", "delete", s, "--yes")
     wait_for("the delete", lambda: s not in {d["stream_id"] for d in cli.json("streams", "list")})
 
@@ -493,6 +501,10 @@ def test_replay_reports_windows_that_failed_again(bare: Cli) -> None:
     assert [w["start_ms"] for w in doc["replayed"]] == [T0]
     assert [(w["start_ms"], w["attempts"]) for w in doc["failed"]] == [(T0 + MIN, 4)]
     assert doc["pending"] == []
+    assert (
+        f"next: see why with `tidemark streams show {s}`; once the cause is fixed, replay them "
+        f"again with `tidemark replay {s} --from 2026-11-29T10:01:00Z --to 2026-11-29T10:02:00Z`"
+    ) in result.stderr
 
 
 def test_replay_the_coordinator_rejects_is_reported_at_once(bare: Cli) -> None:
@@ -519,7 +531,7 @@ def test_replay_the_coordinator_rejects_is_reported_at_once(bare: Cli) -> None:
 
     assert result.exit_code == 1, result.output
     assert time.monotonic() - started < 30
-    assert f"the coordinator rejected the replay: {reason}" in result.stderr
+    assert f"the coordinator rejected the replay: {reason}; see what is listed" in result.stderr
 
 
 def test_replay_without_waiting_nothing_to_replay_and_unknown_streams(bare: Cli) -> None:
@@ -551,6 +563,7 @@ def test_replay_gives_up_waiting_after_its_timeout(bare: Cli) -> None:
 
     assert result.exit_code == 1
     assert "replayed 0 of 1" in result.stdout and "no outcome yet" in result.stdout
+    assert f"follow it with `tidemark streams show {s}`" in result.stderr
 
 
 # -- tail --------------------------------------------------------------------------------------
@@ -574,6 +587,8 @@ def test_tail_prints_records_from_the_beginning(bare: Cli) -> None:
 
     text = bare.ok("tail", "bypassed", "--from-beginning", "--max", "2")
     assert f"s/{T0} " in text and "(tombstone)" in text
+    assert '"start_ms":"2026-11-29T10:00:00Z","end_ms":"2026-11-29T10:01:00Z"' in text
+    assert f'"start_ms":{T0}' not in text  # raw milliseconds only with --output json
     assert bare.ok("tail", "rejected", "--timeout", "0.5") == ""
 
 

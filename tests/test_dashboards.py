@@ -26,7 +26,7 @@ from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
 from streams.core.admission import SourceGate, SourceLimits
 from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION
-from streams.worker.cli import build_parser as worker_parser
+from streams.worker.cli import parse_args as worker_args
 from streams.worker.metrics import WorkerMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,17 +183,19 @@ def test_grafana_provisions_the_prometheus_datasource_and_the_dashboards() -> No
 
 
 def tidemark_command(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Parse `argv` as the CLI would: (the command path, the arguments left to it)."""
+    """Parse `argv` as the CLI would: (the command path, the arguments given to the command,
+    which its own parser took)."""
     assert argv[0] == "tidemark", argv
     command: Any = typer.main.get_command(cli)
     ctx = command.make_context("tidemark", argv[1:])
-    path = []
+    path, rest = [], []
     while hasattr(command, "resolve_command"):  # a group: descend into the named command
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]
         name, command, rest = command.resolve_command(ctx, args)
         path.append(name)
-        ctx = command.make_context(name, rest, parent=ctx)
-    return path, list(ctx.args)
+        ctx = command.make_context(name, list(rest), parent=ctx)
+    assert ctx.args == [], argv  # nothing left over
+    return path, list(rest)
 
 
 def services_running(*path: str) -> dict[str, list[str]]:
@@ -217,8 +219,8 @@ def test_every_service_runs_a_real_tidemark_command() -> None:
     for name, argv in commands.items():
         path, rest = tidemark_command(argv)
         if path == ["worker"]:  # the worker has a parser of its own
-            args = worker_parser().parse_args(rest)
-            assert (args.pipeline, args.metrics_host) == ("synthetic", "0.0.0.0"), name
+            args = worker_args(rest)
+            assert (args.pipeline, args.host) == ("synthetic", "0.0.0.0"), name
         else:
             assert rest == [], name
         assert services[name]["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:19092"
@@ -253,7 +255,7 @@ def test_prometheus_scrapes_the_coordinator_and_worker_ports() -> None:
     port = services["coordinator"]["environment"]["TIDEMARK_WEB_PORT"]
     assert port == str(CoordinatorSettings().web_port) == "6066"
     assert targets["tidemark-coordinator"] == {f"{name}:{port}" for name in coordinators}
-    workers = {name: worker_parser().parse_args(rest).metrics_port
+    workers = {name: worker_args(rest).port
                for name, rest in services_running("worker").items()}  # fmt: skip
     assert targets["tidemark-worker"] == {f"{name}:{p}" for name, p in workers.items()}
     assert len(workers) == 2

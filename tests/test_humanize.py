@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.errors import InvalidInput
-from streams.humanize import format_duration, format_time, parse_duration_ms, parse_time_ms
+from streams.humanize import (
+    format_duration,
+    format_duration_rounded,
+    format_time,
+    parse_duration_ms,
+    parse_time_ms,
+)
 
 NOW = 1_795_946_400_000  # 2026-11-29T10:00:00Z
 
@@ -102,3 +108,22 @@ def test_exact_durations_read_back(ms: int) -> None:
 @given(st.integers(min_value=0, max_value=253_402_300_799_999))
 def test_times_read_back(ms: int) -> None:
     assert parse_time_ms(format_time(ms), NOW) == ms
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (10_872, "11s"),
+        (10_499, "10s"),
+        (250_400, "4m10s"),
+        (250_600, "4m11s"),
+        (3_599_600, "1h"),  # 59m59.6s rounds up to the hour
+        (3_630_000, "1h1m"),  # 1h0m30s: rounded to minutes
+        (93_784_005, "1d2h"),
+        (872, "872ms"),
+        (0, "0s"),
+        (-10_872, "-11s"),
+    ],
+)
+def test_format_duration_rounded_shows_at_most_two_units_rounded(ms: int, text: str) -> None:
+    assert format_duration_rounded(ms) == text

@@ -9,6 +9,7 @@ of both topics before the request is sent, so that no outcome is missed.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -218,7 +219,10 @@ def _wait(env: CliEnv, watch: ReplayWatch, timeout_s: float | None) -> None:
 
 def _summary(env: CliEnv, watch: ReplayWatch) -> None:
     if watch.rejected is not None:
-        raise TidemarkError(f"the coordinator rejected the replay: {watch.rejected}")
+        raise TidemarkError(
+            f"the coordinator rejected the replay: {watch.rejected}; see what is listed with "
+            f"`tidemark streams show {shlex.quote(watch.stream_id)}`, then replay that range"
+        )
     windows = watch.windows
     failed = [_relisted(windows[s], record) for s, record in sorted(watch.failed.items())]
     pending = [windows[s] for s in watch.pending]
@@ -241,7 +245,29 @@ def _summary(env: CliEnv, watch: ReplayWatch) -> None:
         for window in pending:
             out.print(f"no outcome yet: {window_text(window.start_ms, window.end_ms)}")
     if failed or pending:
+        _next_steps(watch.stream_id, failed, pending)
         raise typer.Exit(1)
+
+
+def _next_steps(stream: str, failed: list[BypassView], pending: list[BypassView]) -> None:
+    """What to do after a replay that did not replay everything, on stderr (JSON or not)."""
+    quoted = shlex.quote(stream)
+    err = console(stderr=True)
+    if failed:
+        from_ms = min(w.start_ms for w in failed)
+        to_ms = max(w.end_ms for w in failed)
+        err.print(
+            f"next: see why with `tidemark streams show {quoted}`; once the cause is fixed, "
+            f"replay them again with `tidemark replay {quoted} --from {format_time(from_ms)} "
+            f"--to {format_time(to_ms)}`",
+            soft_wrap=True,
+        )
+    if pending:
+        err.print(
+            "next: the coordinator goes on with the replay; follow it with "
+            f"`tidemark streams show {quoted}` (windows replayed leave its bypassed list)",
+            soft_wrap=True,
+        )
 
 
 def _relisted(old: BypassView, record: BypassRecord) -> BypassView:

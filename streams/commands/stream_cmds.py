@@ -24,8 +24,9 @@ from streams.commands.views import by_lag, print_stream, stream_doc, streams_tab
 from streams.commands.views import bypass_doc as bypass_json
 from streams.core import Control, Delete, Pause, Resume, Upsert, config_from_dict
 from streams.core.config import DEFAULT_PIPELINE
-from streams.errors import TidemarkError
-from streams.humanize import format_duration, format_time
+from streams.core.view import STATUSES
+from streams.errors import InvalidInput, TidemarkError
+from streams.humanize import format_duration, format_duration_rounded, format_time
 from streams.kafka.pipelines import ensure_tasks_topic
 from streams.kafka.topic_io import send
 from streams.readmodel import TOPICS, ReadModel, ReadView
@@ -144,7 +145,11 @@ def create(
         non_retryable, max_in_flight, param, params_json, end, gc_grace, bypass_retention, source,
         pipeline,
     )  # fmt: skip
-    config = validated(flags.merge({"stream_id": stream}, now_ms()))
+    now = now_ms()
+    config = validated(flags.merge({"stream_id": stream}, now))
+    warning = backlog_warning(config, now)
+    if warning:
+        console(stderr=True).print(f"warning: {warning}", soft_wrap=True)
     env.connect(require=["control", "streams"])
     if _read(env, ("streams",)).stream(stream) is not None:
         raise TidemarkError(
@@ -153,6 +158,30 @@ def create(
     check_registered_params(env, config)
     _ensure_tasks_topic(env, config)
     _upsert(env, config, "created")
+
+
+# More windows than this already due at creation is a backlog worth a warning.
+BACKLOG_WARNING_WINDOWS = 10_000
+
+
+def backlog_warning(config: dict[str, Any], now_ms: int) -> str | None:
+    """What a stream created now has to catch up on, when more than BACKLOG_WARNING_WINDOWS
+    windows are due already: how many, and how many rounds at its max_in_flight."""
+    step = config["step_ms"]
+    origin = config["start_ms"] - config["start_ms"] % step
+    last_end = now_ms - config["delay_ms"]
+    if config["end_ms"] is not None:
+        last_end = min(last_end, config["end_ms"])
+    due = max(0, (last_end - origin - config["window_ms"]) // step + 1)
+    if due <= BACKLOG_WARNING_WINDOWS:
+        return None
+    in_flight = config["max_in_flight"]
+    rounds = -(-due // in_flight)
+    return (
+        f"a backlog of {due:,} windows is due at once; at --max-in-flight {in_flight} that is "
+        f"{rounds:,} rounds of tasks, about {format_duration_rounded(rounds * 1_000)} if each "
+        "takes 1 s (a later --start, or a larger --max-in-flight, shortens it)"
+    )
 
 
 @app.command()
@@ -243,7 +272,17 @@ def delete(
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
     _existing(env, stream)
     if not yes:
-        typer.confirm(f"Delete stream {stream!r} and its progress?", abort=True, err=True)
+        try:
+            sure = typer.confirm(f"Delete stream {stream!r} and its progress?", err=True)
+        except typer.Abort:  # no terminal to answer from (stdin closed), or Ctrl-C
+            raise TidemarkError(
+                f"stream {stream!r} not deleted: no answer to the question; "
+                "pass --yes to delete without asking"
+            ) from None
+        if not sure:
+            raise TidemarkError(
+                f"stream {stream!r} not deleted; pass --yes to delete without asking"
+            )
     _control(env, Delete(stream), "deleted")
 
 
@@ -251,22 +290,44 @@ def delete(
 @friendly_errors
 def list_(
     ctx: typer.Context,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            metavar="STATE",
+            help=f"only the streams in this state: {', '.join(STATUSES)}",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
 ) -> None:
     """Every stream, the most lagging first: downstream time, lag, state, attempt, bypasses."""
     env = CliEnv.of(ctx, output, bootstrap_servers, prefix)
+    wanted = None if state is None else _state(state)
     env.connect()
     model = _read(env)
     now = now_ms()
     views = by_lag(model.streams(), now)
+    if wanted is not None:
+        views = [view for view in views if view.state(now) == wanted]
     if env.json:
         print_json([stream_doc(view, now, config=False) for view in views])
     elif views:
         console().print(streams_table(views, now))
+    elif wanted is not None:
+        console().print(f"no {wanted} streams on {env.topics.streams}")
     else:
         console().print(f"no streams on {env.topics.streams}")
+
+
+def _state(text: str) -> str:
+    """`--state`'s value as one of streams.core.view's states (`catching-up` too)."""
+    wanted = text.strip().lower().replace("-", " ").replace("_", " ")
+    if wanted not in STATUSES:
+        raise InvalidInput("--state", f"{text!r} is not a state; use one of {', '.join(STATUSES)}")
+    return wanted
 
 
 @app.command()

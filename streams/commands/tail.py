@@ -20,7 +20,7 @@ from streams.commands.common import (
     friendly_errors,
 )
 from streams.errors import InvalidInput
-from streams.humanize import format_time
+from streams.humanize import format_duration, format_time
 from streams.kafka.topic_io import TopicReader, TopicRecord
 
 
@@ -127,9 +127,39 @@ def _value(raw: bytes | None) -> Any:
         return raw.decode("utf-8", "replace")
 
 
+# Fields of the wire's records that hold a duration; every other `*_ms` integer is a time.
+_DURATION_FIELDS = frozenset(
+    {
+        "behind_ms", "bypass_after_ms", "bypass_retention_ms", "delay_ms", "gc_grace_ms",
+        "held_ms", "initial_ms", "interval_ms", "max_ms", "outage_max_hold_ms",
+        "retry_delay_ms", "step_ms", "task_timeout_ms", "waited_ms", "window_ms",
+    }
+)  # fmt: skip
+
+
+def humanized(value: Any) -> Any:
+    """A record's value for people: `*_ms` times as ISO-8601 UTC, durations as `1m30s`
+    (the JSON output keeps the milliseconds)."""
+    if isinstance(value, dict):
+        return {k: _field(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [humanized(v) for v in value]
+    return value
+
+
+def _field(key: str, value: Any) -> Any:
+    if not key.endswith("_ms") or type(value) is not int:
+        return humanized(value)
+    return format_duration(value) if key in _DURATION_FIELDS else format_time(value)
+
+
 def _text_line(record: TopicRecord) -> str:
     key = "-" if record.key is None else record.key.decode("utf-8", "replace")
     value = record.value
-    shown = "(tombstone)" if value is None else json.dumps(_value(value), separators=(",", ":"))
+    shown = (
+        "(tombstone)"
+        if value is None
+        else json.dumps(humanized(_value(value)), separators=(",", ":"))
+    )
     when = "-" if record.timestamp_ms is None else format_time(record.timestamp_ms)
     return f"{when} {key} {shown}"

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from streams.core.config import DEFAULT_PIPELINE
-from streams.humanize import format_duration, format_time
+from streams.humanize import format_duration, format_duration_rounded, format_time
 from streams.readview import BypassView, ReadView, bypass_json
 
 STATE_STYLES = {
@@ -53,7 +53,7 @@ def window_text(start_ms: int, end_ms: int) -> str:
 
 
 def lag_text(lag_ms: int | None) -> str:
-    return "-" if lag_ms is None else format_duration(lag_ms, parts=2)
+    return "-" if lag_ms is None else format_duration_rounded(lag_ms)
 
 
 def state_text(
@@ -61,10 +61,16 @@ def state_text(
     waiting_since_ms: int | None = None,
     live_in_ms: int | None = None,
     catch_up_rate: float | None = None,
+    held_since_ms: int | None = None,
+    now_ms: int | None = None,
 ) -> Text:
     """The state; for a stream catching up, when it is live again at its measured pace (or that
-    it does not gain); "waiting for its source" while a due window waits for admission."""
+    it does not gain); "waiting for its source" while a due window waits for admission; "held
+    since 10:04:05Z" while the outage guard holds a window's bypass (the state stays one of
+    streams.core.view's: a held window is retrying)."""
     text = Text(state, style=STATE_STYLES.get(state, ""))
+    if held_since_ms is not None and state not in ("paused", "finished"):
+        text.append(f", held since {held_since_text(held_since_ms, now_ms)}", style="yellow")
     if state == "catching up" and catch_up_rate is not None:
         if live_in_ms is None:
             text.append(", not gaining", style="red")
@@ -77,8 +83,21 @@ def state_text(
 
 def view_state_text(view: ReadView, now_ms: int) -> Text:
     return state_text(
-        view.state(now_ms), view.waiting_since_ms, view.live_in_ms(now_ms), view.catch_up_rate
+        view.state(now_ms),
+        view.waiting_since_ms,
+        view.live_in_ms(now_ms),
+        view.catch_up_rate,
+        view.held_since_ms,
+        now_ms,
     )
+
+
+def held_since_text(since_ms: int, now_ms: int | None) -> str:
+    """`10:04:05Z` within a day of `now_ms`, else the full time (UTC both)."""
+    full = format_time(since_ms - since_ms % 1000)
+    if now_ms is not None and 0 <= now_ms - since_ms < 86_400_000:
+        return full.split("T", 1)[1]
+    return full
 
 
 def error_text(error: Mapping[str, str] | None) -> str:

@@ -3,7 +3,6 @@ page until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import logging
@@ -11,11 +10,17 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from types import FrameType
+from typing import Annotated, Any
 
+import typer
+
+from streams import buildinfo
 from streams.dashboard.server import DEFAULT_HOST, DEFAULT_PORT, DashboardServer
 from streams.errors import TidemarkError
 from streams.kafka.settings import KafkaSettings
+from streams.ports import cannot_listen
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +37,10 @@ def serve(
     server = DashboardServer(settings, prefix, host, port).start()
     # Many rows allocated per refresh, almost no cycles: as the coordinator (eos.GC_THRESHOLD).
     gc.set_threshold(50_000, 20, 100)
-    log.info("tidemark dashboard: serving %s (topics %s.*)", server.url, prefix)
+    log.info(
+        "tidemark dashboard %s: serving %s (topics %s.*, Kafka %s)",
+        buildinfo.version(), server.url, prefix, settings.bootstrap_servers,
+    )  # fmt: skip
     try:
         while not stop.wait(0.5):
             pass
@@ -40,43 +48,69 @@ def serve(
         pass
     finally:
         server.stop()
+        log.info("tidemark dashboard: stopped")
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text} is not a port number (0 to 65535)")
-    return value
+@dataclass(frozen=True)
+class DashboardArgs:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    prefix: str = "tidemark"
+    bootstrap_servers: str | None = None
+    log_level: str = "INFO"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="tidemark dashboard",
-        description="Serve Tidemark's read-only status page, built from the cluster's topics.",
-    )
-    parser.add_argument(
-        "--host", default=DEFAULT_HOST, help="address to bind (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--port", type=_port, default=DEFAULT_PORT, help="port to bind (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--prefix",
-        default=os.environ.get("TIDEMARK_TOPIC_PREFIX") or "tidemark",
-        help="topic prefix (default: $TIDEMARK_TOPIC_PREFIX or %(default)s)",
-    )
-    parser.add_argument(
-        "--bootstrap-servers",
-        default=None,
-        help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092)",
-    )
-    return parser.parse_args(argv)
+def dashboard(
+    host: Annotated[str, typer.Option(help="address to bind")] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port to bind")] = DEFAULT_PORT,
+    prefix: Annotated[
+        str | None, typer.Option(help="topic prefix [env TIDEMARK_TOPIC_PREFIX, tidemark]")
+    ] = None,
+    bootstrap_servers: Annotated[
+        str | None,
+        typer.Option(help="Kafka bootstrap servers [env KAFKA_BOOTSTRAP_SERVERS, 127.0.0.1:9092]"),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="logging level")] = "INFO",
+) -> None:
+    """Serve Tidemark's read-only status page, built from the cluster's topics (on 127.0.0.1
+    unless --host says otherwise); SIGTERM or Ctrl-C stops it."""
+    raise typer.Exit(run(_args(host, port, prefix, bootstrap_servers, log_level)))
+
+
+def _args(
+    host: str, port: int, prefix: str | None, bootstrap_servers: str | None, log_level: str
+) -> DashboardArgs:
+    prefix = prefix or os.environ.get("TIDEMARK_TOPIC_PREFIX") or "tidemark"
+    return DashboardArgs(host, port, prefix, bootstrap_servers, log_level)
+
+
+def _command() -> Any:
+    single = typer.Typer(add_completion=False, rich_markup_mode=None)
+    single.command()(dashboard)
+    return typer.main.get_command(single)
+
+
+def parse_args(argv: list[str] | None) -> DashboardArgs:
+    """The options `argv` gives, as `dashboard` reads them."""
+    params = _command().make_context("tidemark dashboard", list(argv or [])).params
+    return _args(**params)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`tidemark dashboard`: serve until SIGTERM or Ctrl-C; 0 on a clean stop, 1 on error."""
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    """`tidemark dashboard`: serve until SIGTERM or Ctrl-C; 0 on a clean stop, 1 on error, 2
+    for bad options."""
+    try:
+        _command().main(
+            args=list(sys.argv[1:] if argv is None else argv), prog_name="tidemark dashboard"
+        )
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def run(args: DashboardArgs) -> int:
+    """Serve the status page these options describe until SIGTERM or Ctrl-C."""
+    logging.basicConfig(level=args.log_level.upper(), format="%(message)s")
     settings = KafkaSettings.from_env()
     if args.bootstrap_servers:
         settings = dataclasses.replace(settings, bootstrap_servers=args.bootstrap_servers)
@@ -89,10 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(settings, args.prefix, args.host, args.port, stop)
     except OSError as exc:
-        print(
-            f"tidemark dashboard: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
+        error = cannot_listen(args.host, args.port, "the status page", "--port", exc)
+        print(f"tidemark dashboard: {error}", file=sys.stderr)
         return 1
     except TidemarkError as exc:
         print(f"tidemark dashboard: {exc}", file=sys.stderr)

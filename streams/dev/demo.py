@@ -128,13 +128,13 @@ class Demo:
         shutil.rmtree(RUN_DIR, ignore_errors=True)
         RUN_DIR.mkdir(parents=True)
         prefix = self.topics.prefix
-        self._spawn("coordinator", "-m", "streams", "coordinator", "--loglevel", "warn",
+        self._spawn("coordinator", "-m", "streams", "coordinator", "--log-level", "warn",
                     "--data-dir", str(RUN_DIR / "coordinator-data"),
-                    "--web-port", str(COORDINATOR_PORT))  # fmt: skip
+                    "--port", str(COORDINATOR_PORT))  # fmt: skip
         for i, port in enumerate(WORKER_PORTS, 1):
             self._spawn(f"worker-{i}", "-m", "streams.worker", "--pipeline", "synthetic",
                         "--prefix", prefix, "--concurrency", "4",
-                        "--metrics-port", str(port))  # fmt: skip
+                        "--port", str(port))  # fmt: skip
         self._spawn("dashboard", "-m", "streams.dashboard", "--prefix", prefix,
                     "--port", str(DASHBOARD_PORT))  # fmt: skip
         console.print(

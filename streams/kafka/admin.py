@@ -72,7 +72,9 @@ def wait_ready(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
         if remaining <= 0:
             raise BrokerUnavailable(
                 f"no Kafka broker answered at {settings.bootstrap_servers} within {timeout_s:g} s"
-                + (f" (last error: {last})" if last else "")
+                + (f" ({_reason(last)})" if last else "")
+                + "; check that Kafka runs there, or set KAFKA_BOOTSTRAP_SERVERS "
+                "(or --bootstrap-servers) to its address"
             )
         try:
             metadata = client.list_topics(timeout=min(remaining, 2.0))
@@ -81,6 +83,12 @@ def wait_ready(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
         except KafkaException as exc:
             last = exc
         time.sleep(0.1)
+
+
+def _reason(exc: Exception) -> str:
+    """librdkafka's words for a failed request, without the KafkaError{code=...} wrapping."""
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)
 
 
 # A request lost in flight, not refused: librdkafka replaced the broker handle it went to (it

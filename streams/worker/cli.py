@@ -1,7 +1,7 @@
 """``python -m streams.worker``: run one worker process from the command line.
 
-    python -m streams.worker --pipeline synthetic --concurrency 8 --option latency_ms=200
-    python -m streams.worker --pipeline windowlog:WindowLog --route logs
+    tidemark worker --pipeline synthetic --concurrency 8 --option latency_ms=200
+    python -m streams.worker --pipeline windowlog:WindowLog --route logs --port 9100
 
 Kafka is found through the environment (``KAFKA_BOOTSTRAP_SERVERS`` and the ``KAFKA_*``
 security variables of ``KafkaSettings.from_env``), or ``--bootstrap-servers``. Exit codes:
@@ -10,23 +10,29 @@ security variables of ``KafkaSettings.from_env``), or ``--bootstrap-servers``. E
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Annotated, Any
 
+import typer
+
+from streams import buildinfo
+from streams.cli_aliases import aliased
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines import PIPELINES
 from streams.pipelines.options import number_or_text
+from streams.ports import PortUnavailable
 from streams.worker.config import (
     WorkerConfig,
     session_timeout_from_env,
     topic_prefix_from_env,
 )
 from streams.worker.runner import run_worker
+
+log = logging.getLogger("streams.worker")
 
 
 def option_value(text: str) -> int | float | str:
@@ -52,81 +58,158 @@ def parse_options(
     return options
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m streams.worker",
-        description="Consume task windows, run a pipeline on each, answer on the results topic.",
+@dataclass(frozen=True)
+class WorkerArgs:
+    """The worker's options as given (None: not given; the settings' defaults apply)."""
+
+    pipeline: str
+    concurrency: int | None = None
+    buffer: int | None = None
+    route: str = "default"
+    group: str | None = None
+    prefix: str | None = None
+    grace_s: float = 10.0
+    max_task_s: float = 600.0
+    host: str = "127.0.0.1"
+    port: int | None = None
+    instance_id: str | None = None
+    session_timeout_ms: int | None = None
+    bootstrap_servers: str | None = None
+    option: tuple[str, ...] = ()
+    log_level: str = "INFO"
+
+
+def worker(
+    pipeline: Annotated[
+        str,
+        typer.Option(
+            help=f"{', '.join(sorted(PIPELINES))}, or your own as module:factory",
+            show_default=False,
+        ),
+    ],
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="handler calls at once: threads for a sync handler (4), tasks on one event "
+            "loop for an async one (100)"
+        ),
+    ] = None,
+    buffer: Annotated[
+        int | None, typer.Option(help="tasks fetched beyond the running ones (twice --concurrency)")
+    ] = None,
+    route: Annotated[
+        str,
+        typer.Option(
+            metavar="PIPELINE",
+            help="serve the streams of this pipeline (`streams create --pipeline`), reading only "
+            "its tasks ({prefix}.tasks.PIPELINE); default: the default pipeline, on {prefix}.tasks",
+        ),
+    ] = "default",
+    group: Annotated[
+        str | None,
+        typer.Option(
+            help="consumer group (default: {prefix}-workers-{route}, "
+            "or -{pipeline} for the default)"
+        ),
+    ] = None,
+    prefix: Annotated[
+        str | None, typer.Option(help="topic prefix [env TIDEMARK_TOPIC_PREFIX, tidemark]")
+    ] = None,
+    grace_s: Annotated[
+        float, typer.Option("--grace-s", help="shutdown grace for running tasks")
+    ] = 10.0,
+    max_task_s: Annotated[
+        float,
+        typer.Option(
+            "--max-task-s",
+            help="stop heartbeating a handler running this long, so it can time out; an async "
+            "handler is cancelled then and nacked `timeout`",
+        ),
+    ] = 600.0,
+    host: Annotated[str, typer.Option(help="address of /metrics and /health")] = "127.0.0.1",
+    port: Annotated[
+        int | None,
+        typer.Option(min=0, max=65535, help="serve /metrics and /health on this port [none]"),
+    ] = None,
+    instance_id: Annotated[
+        str | None,
+        typer.Option(help="static group membership id (group.instance.id); one per process"),
+    ] = None,
+    session_timeout_ms: Annotated[
+        int | None,
+        typer.Option(help="group session timeout [env TIDEMARK_SESSION_TIMEOUT_MS, 10000]"),
+    ] = None,
+    bootstrap_servers: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers [env KAFKA_BOOTSTRAP_SERVERS]")
+    ] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="KEY=VALUE",
+            help="a pipeline build option, converted to the type the pipeline declares; an "
+            "undeclared one is a number if it reads as one (repeatable)",
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="logging level")] = "INFO",
+    metrics_host: Annotated[str | None, typer.Option(hidden=True)] = None,
+    metrics_port: Annotated[int | None, typer.Option(min=0, max=65535, hidden=True)] = None,
+    loglevel: Annotated[str | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Consume task windows, run a pipeline on each, answer on the results topic.
+
+    `tidemark worker --pipeline synthetic --concurrency 4`. Exit codes: 0 after a clean stop,
+    1 if the worker failed, 2 for bad arguments or pipeline options.
+    """
+    args = WorkerArgs(
+        pipeline=pipeline,
+        concurrency=concurrency,
+        buffer=buffer,
+        route=route,
+        group=group,
+        prefix=prefix,
+        grace_s=grace_s,
+        max_task_s=max_task_s,
+        host=aliased(host, metrics_host, "--metrics-host", "--host"),
+        port=aliased(port, metrics_port, "--metrics-port", "--port"),
+        instance_id=instance_id,
+        session_timeout_ms=session_timeout_ms,
+        bootstrap_servers=bootstrap_servers,
+        option=tuple(option or ()),
+        log_level=aliased(log_level, loglevel, "--loglevel", "--log-level"),
     )
-    parser.add_argument(
-        "--pipeline",
-        required=True,
-        help=f"{', '.join(sorted(PIPELINES))}, or your own as module:factory",
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=None,
-        help="handler calls at once: threads for a sync handler (4), tasks on one event loop "
-        "for an async one (100)",
-    )
-    parser.add_argument(
-        "--buffer",
-        type=int,
-        default=None,
-        help="tasks fetched beyond the running ones (twice --concurrency)",
-    )
-    parser.add_argument(
-        "--route",
-        default="default",
-        metavar="PIPELINE",
-        help="serve the streams of this pipeline (`streams create --pipeline`), reading only its "
-        "tasks ({prefix}.tasks.PIPELINE); default: the default pipeline, on {prefix}.tasks",
-    )
-    parser.add_argument(
-        "--group",
-        help="consumer group (default: {prefix}-workers-{route}, or -{pipeline} for the default)",
-    )
-    parser.add_argument(
-        "--prefix", default=None, help="topic prefix (env TIDEMARK_TOPIC_PREFIX, or tidemark)"
-    )
-    parser.add_argument(
-        "--grace-s", type=float, default=10.0, help="shutdown grace for running tasks (10)"
-    )
-    parser.add_argument(
-        "--max-task-s",
-        type=float,
-        default=600.0,
-        help="stop heartbeating a handler running this long, so it can time out; an async "
-        "handler is cancelled then and nacked `timeout` (600)",
-    )
-    parser.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
-    parser.add_argument("--metrics-host", default="127.0.0.1", help="/metrics address")
-    parser.add_argument(
-        "--instance-id", help="static group membership id (group.instance.id); one per process"
-    )
-    parser.add_argument(
-        "--session-timeout-ms",
-        type=int,
-        default=None,
-        help="group session timeout (env TIDEMARK_SESSION_TIMEOUT_MS, or 10000)",
-    )
-    parser.add_argument("--bootstrap-servers", help="Kafka (default: env KAFKA_BOOTSTRAP_SERVERS)")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a pipeline build option, converted to the type the pipeline declares; an "
-        "undeclared one is a number if it reads as one (repeatable)",
-    )
-    parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
-    return parser
+    raise typer.Exit(run(args))
+
+
+def _command() -> Any:
+    """The worker as a click command of its own (for `python -m streams.worker` and tests)."""
+    single = typer.Typer(add_completion=False, rich_markup_mode=None)
+    single.command()(worker)
+    return typer.main.get_command(single)
+
+
+def parse_args(argv: Sequence[str]) -> WorkerArgs:
+    """The options `argv` gives, as `worker` reads them (a bad one raises click's usage error)."""
+    params = _command().make_context("tidemark worker", list(argv)).params
+    for old, new in (("metrics_host", "host"), ("metrics_port", "port"), ("loglevel", "log_level")):
+        old_value = params.pop(old)
+        if old_value is not None:
+            params[new] = old_value
+    return WorkerArgs(**{**params, "option": tuple(params["option"] or ())})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the worker, return its exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        _command().main(
+            args=list(sys.argv[1:] if argv is None else argv), prog_name="tidemark worker"
+        )
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def run(args: WorkerArgs) -> int:
+    """Run the worker these options describe; its exit code (2 for bad options)."""
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -148,13 +231,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             session_timeout_ms=args.session_timeout_ms or session_timeout_from_env(),
         )
         options = parse_options(args.option, convert=str)
-        return run_worker(
+        web = "none" if args.port is None else f"http://{args.host}:{args.port}/metrics"
+        log.info(
+            "tidemark worker %s starting: pipeline %s, route %s, group %s, topics %s.*, "
+            "Kafka %s, /metrics and /health %s",
+            buildinfo.version(), config.pipeline, config.route, config.group,
+            config.topic_prefix, settings.bootstrap_servers, web,
+        )  # fmt: skip
+        code = run_worker(
             config,
             options=options,
             settings=settings,
-            metrics_port=args.metrics_port,
-            metrics_host=args.metrics_host,
+            metrics_port=args.port,
+            metrics_host=args.host,
         )
-    except InvalidInput as exc:
+        log.info("tidemark worker stopped (exit code %d)", code)
+        return code
+    except (InvalidInput, PortUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -30,7 +30,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from streams import clock
 from streams.core.config import DEFAULT_PIPELINE
-from streams.errors import BrokerUnavailable, InvalidInput
+from streams.errors import BrokerUnavailable
 from streams.handler import AnyHandler
 from streams.kafka.admin import partition_counts, wait_ready
 from streams.kafka.pipelines import ensure_tasks_topic
@@ -39,6 +39,7 @@ from streams.kafka.registry import KafkaRegistryPublisher, ensure_registry_topic
 from streams.kafka.settings import KafkaSettings
 from streams.kafka.worker_io import KafkaResultSink, KafkaTaskSource
 from streams.pipelines import build_pipeline
+from streams.ports import cannot_listen
 from streams.topics import Topics
 from streams.worker.config import WorkerConfig
 from streams.worker.registry import Announcement, RegistryAnnouncer
@@ -62,10 +63,10 @@ def run_worker(
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; return 0 on a clean exit, else 1.
 
-    ``options`` go to ``build_pipeline``. A bad option or a metrics port that cannot be
-    served raises ``InvalidInput`` before any connection is made. ``settings`` default to
-    the environment (``KafkaSettings.from_env``). Signal handlers are installed only when
-    called from the main thread.
+    ``options`` go to ``build_pipeline``. A bad option raises ``InvalidInput``, a metrics port
+    that cannot be served ``PortUnavailable``, both before any connection is made.
+    ``settings`` default to the environment (``KafkaSettings.from_env``). Signal handlers are
+    installed only when called from the main thread.
     """
     handler = build_pipeline(config.pipeline, **dict(options or {}))
     settings = settings or KafkaSettings.from_env()
@@ -250,7 +251,9 @@ def _metrics_server(
     try:
         server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_Quiet)
     except OSError as exc:
-        raise InvalidInput("metrics_port", f"cannot serve on {host}:{port}: {exc}") from exc
+        raise cannot_listen(
+            host, port, "the worker's /metrics and /health", "--port", exc
+        ) from None
     thread = threading.Thread(target=server.serve_forever, name="worker-http", daemon=True)
     thread.start()
     log.info("serving metrics on http://%s:%d/metrics (and /health)", host, server.server_port)

@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry
 from streams import clock
 from streams.errors import InvalidInput
 from streams.handler import SHUTDOWN, AnyHandler, HandlerKind, Nack, Outcome, Task, handler_kind
+from streams.humanize import format_duration_rounded
 from streams.kafka.member import Delivered, Fetched, Partition
 from streams.wire import decode_task, stream_key
 from streams.worker.backpressure import Backpressure
@@ -112,6 +113,7 @@ class WorkerRuntime:
         self._tracker = OffsetTracker()
         self._board = JobBoard(self.concurrency, int(config.max_task_s * 1000))
         self._redeliver: list[Job] = []
+        self._expired_in_turn = (0, 0)  # tasks skipped as expired this turn, the latest by (ms)
         self._backpressure = Backpressure(self.concurrency + buffer, buffer)
 
         self._source = source
@@ -181,6 +183,12 @@ class WorkerRuntime:
     # -- the loop ------------------------------------------------------------------------
 
     def _turn(self, *, accepting: bool) -> None:
+        try:
+            self._turn_once(accepting=accepting)
+        finally:
+            self._report_expired()
+
+    def _turn_once(self, *, accepting: bool) -> None:
         self._collect_outcomes()
         self._produce_again()
         if accepting:
@@ -273,9 +281,23 @@ class WorkerRuntime:
 
     def _expire(self, task: Task, token: OffsetToken, now_ms: int) -> None:
         late_ms = now_ms - task.deadline_ms
-        log.info("skipping expired task %s: its deadline passed %d ms ago", task.task_id, late_ms)
+        log.debug("skipping expired task %s: its deadline passed %d ms ago", task.task_id, late_ms)
+        count, latest = self._expired_in_turn
+        self._expired_in_turn = (count + 1, max(latest, late_ms))
         self._count("expired")
         self._tracker.finish(token)
+
+    def _report_expired(self) -> None:
+        """One INFO line for the tasks a turn skipped as expired (a new group reading a backlog
+        skips thousands: one line each drowned the log); each one is at DEBUG."""
+        count, latest = self._expired_in_turn
+        if count:
+            self._expired_in_turn = (0, 0)
+            log.info(
+                "skipped %d expired task(s), deadlines passed up to %s ago (each at DEBUG)",
+                count,
+                format_duration_rounded(latest),
+            )
 
     def _count(self, outcome: str, duration_s: float | None = None) -> None:
         self._metrics.counted[outcome].inc()

@@ -65,7 +65,7 @@ class Worker:
         self.log = log
         cmd = [sys.executable, "-m", "streams.worker", "--pipeline", "synthetic",
                "--prefix", prefix, "--concurrency", "1", "--buffer", "0", "--grace-s", "1",
-               "--metrics-port", str(self.port), "--option", f"latency_ms={TASK_MS}"]  # fmt: skip
+               "--port", str(self.port), "--option", f"latency_ms={TASK_MS}"]  # fmt: skip
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,

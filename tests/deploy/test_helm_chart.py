@@ -462,8 +462,8 @@ def test_workers_match_their_settings(rendered: tuple[str, list[dict[str, Any]]]
         assert args.pipeline in PIPELINES or ":" in args.pipeline
         assert args.concurrency == pipeline.get("concurrency")
         assert parse_options(args.option, convert=str) == pipeline.get("options", {})
-        assert args.metrics_host == "0.0.0.0"
-        assert args.metrics_port == port_named(c, "metrics") == values["workers"]["metricsPort"]
+        assert args.host == "0.0.0.0"
+        assert args.port == port_named(c, "metrics") == values["workers"]["metricsPort"]
         for probe in ("livenessProbe", "readinessProbe"):
             assert c[probe]["httpGet"] == {"path": "/health", "port": "metrics"}, probe
         assert _worker_answers(c["livenessProbe"]["httpGet"]["path"]) == "200 OK"
@@ -487,12 +487,12 @@ def test_workers_match_their_settings(rendered: tuple[str, list[dict[str, Any]]]
 
 
 def _worker_args(c: dict[str, Any]) -> Any:
-    from streams.worker.cli import build_parser
+    from streams.worker.cli import parse_args
 
     assert c["command"] == ["tidemark"]
     assert c["args"][0] == "worker"
     _check_cli(c, "worker")
-    return build_parser().parse_args(c["args"][1:])
+    return parse_args(c["args"][1:])
 
 
 def _worker_answers(path: str) -> str:

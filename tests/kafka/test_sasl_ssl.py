@@ -149,7 +149,7 @@ def test_coordinator_worker_cli_and_status_page_over_sasl_ssl(
         metrics_port = free_port()
         services.append(Service.start(
             ["worker", "--pipeline", "synthetic", "--prefix", prefix, "--grace-s", "2",
-             "--metrics-port", str(metrics_port)], env, tmp_path / "worker.log"))  # fmt: skip
+             "--port", str(metrics_port)], env, tmp_path / "worker.log"))  # fmt: skip
         tail = Tail(secure.settings, prefix, ["tasks", "results", "commits"], f"t-{prefix}")
         # 120 s: the first acked commit took more than 60 s once, on a machine at load 30 (two
         # other sessions running valgrind and brokers beside the suite); alone, the module

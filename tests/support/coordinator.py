@@ -50,7 +50,7 @@ class CoordinatorProcess:
     def start(self) -> CoordinatorProcess:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streams", "coordinator", "--loglevel", "info"],
+                [sys.executable, "-m", "streams", "coordinator", "--log-level", "info"],
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

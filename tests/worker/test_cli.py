@@ -81,11 +81,14 @@ def test_a_metrics_port_in_use_exits_2_before_connecting(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        argv = ["--pipeline", "synthetic", "--metrics-port", str(port)]
+        argv = ["--pipeline", "synthetic", "--port", str(port)]
 
         assert main([*argv, "--bootstrap-servers", "127.0.0.1:1"]) == 2
 
-    assert "metrics_port: cannot serve on 127.0.0.1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"error: cannot listen on 127.0.0.1:{port} for the worker's /metrics" in err
+    assert "choose another port with --port" in err
+    assert "Traceback" not in err
 
 
 def test_a_pipeline_of_ones_own_is_a_valid_name() -> None:

@@ -352,7 +352,7 @@ def test_a_worker_killed_mid_task_redoes_it_after_restart(world: World, tmp_path
         *common,
         "--option",
         "latency_ms=60000",
-        "--metrics-port",
+        "--port",
         str(port),
     )
     try:

@@ -9,6 +9,8 @@ same behaviours run against the real broker in ``test_runtime.py``.
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -511,3 +513,25 @@ def test_a_turn_takes_what_is_fetched_up_to_the_backpressure_limit(new_worker: N
     worker.turns(1)
     assert worker.source.positions[P0] == 6
     assert len(worker.executor.held) == 2
+
+
+def test_a_backlog_of_expired_tasks_is_one_info_line_per_turn_and_each_at_debug(
+    new_worker: NewWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = new_worker(ack_all)
+    worker.source.assign(P0)
+    for n in range(40):
+        worker.source.add_task(task(n=n, timeout_ms=-1 - n * 1_000))  # deadlines passed
+    caplog.set_level(logging.DEBUG, logger="streams.worker")
+    worker.turns(5)
+
+    assert worker.count("expired") == 40
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    skipped = [m for m in infos if "expired" in m]
+    assert 1 <= len(skipped) <= 4  # one a turn, not one a task
+    counts = [re.fullmatch(r"skipped (\d+) expired task\(s\), deadlines passed up to \d+s ago "
+                           r"\(each at DEBUG\)", m) for m in skipped]  # fmt: skip
+    assert sum(int(c.group(1)) for c in counts if c) == 40
+    assert skipped[-1].endswith("up to 39s ago (each at DEBUG)")
+    debugs = [r for r in caplog.records if r.levelno == logging.DEBUG and "expired" in r.msg]
+    assert len(debugs) == 40

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 
+from streams import buildinfo
 from streams.coordinator.confluent.engine import GC_THRESHOLD, ConfluentEngine
 from streams.coordinator.confluent.signals import (
     block_stop_signals,
@@ -16,7 +17,12 @@ from streams.coordinator.confluent.web import HealthServer
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.startup import prepare_topics_waiting
 from streams.coordinator.telemetry.lag import consumer_lag_collector
+from streams.ports import cannot_listen
 
+# What the coordinator's web port serves, and how to choose another (for the port's errors).
+WEB_PORT = ("the coordinator's /health and /metrics", "--port or TIDEMARK_WEB_PORT")
+
+log = logging.getLogger("streams.coordinator")
 _LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING,
            "info": logging.INFO, "debug": logging.DEBUG}  # fmt: skip
 
@@ -27,6 +33,19 @@ def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None
         level=_LEVELS.get(loglevel.lower(), logging.INFO),
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
+    log.info(
+        "tidemark coordinator %s starting: engine confluent, instance %s, topics %s.*, "
+        "Kafka %s, /health and /metrics http://%s:%d",
+        buildinfo.version(), settings.instance, settings.topics.prefix,
+        settings.kafka.bootstrap_servers, settings.web_host, settings.web_port,
+    )  # fmt: skip
+    try:
+        _run(settings)
+    finally:
+        log.info("tidemark coordinator stopped")
+
+
+def _run(settings: CoordinatorSettings) -> None:
     block_stop_signals()  # before any client starts a thread: see signals.py, beside this
     prepare_topics_waiting(settings, stop_signal_within)
     # The hot path allocates many short-lived objects and almost no cycles: collecting the
@@ -37,9 +56,12 @@ def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None
     serve_stop_signals(engine.request_stop)
     lag = consumer_lag_collector(settings.kafka, settings.topics)
     engine.metrics.registry.register(lag)
-    web = HealthServer(
-        settings.web_host, settings.web_port, engine.health, engine.metrics.registry
-    ).start()
+    try:
+        web = HealthServer(
+            settings.web_host, settings.web_port, engine.health, engine.metrics.registry
+        ).start()
+    except OSError as exc:  # taken since the CLI's check: the same one-line error
+        raise cannot_listen(settings.web_host, settings.web_port, *WEB_PORT, exc) from None
     lag.start()
     try:
         engine.run()
