@@ -573,19 +573,24 @@ def produce(cli: Cli, topic: str, key: str, value: Any) -> None:
     producer = Producer(cli.kafka.producer())
     raw = None if value is None else json.dumps(value).encode()
     producer.produce(f"{cli.prefix}.{topic}", raw, key.encode())
-    producer.flush(10)
+    # Delivered, or the test says so (a record left in the queue made the tail below wait for
+    # good: topics just made, at load, took their leaders late).
+    assert producer.flush(30) == 0, f"a record to {topic} was not delivered within 30 s"
 
 
 def test_tail_prints_records_from_the_beginning(bare: Cli) -> None:
     produce(bare, "bypassed", f"s/{T0}", bypassed("s", T0))
     produce(bare, "bypassed", f"s/{T0}", None)
 
-    lines = bare.ok("tail", "bypassed", "--from-beginning", "--max", "2", "-o", "json")
+    # --timeout: a record missing fails the test instead of waiting for ever.
+    lines = bare.ok(
+        "tail", "bypassed", "--from-beginning", "--max", "2", "--timeout", "30", "-o", "json"
+    )
     records = [json.loads(line) for line in lines.splitlines()]
     assert [r["value"] for r in records] == [bypassed("s", T0), None]
     assert {r["key"] for r in records} == {f"s/{T0}"} and records[0]["topic"] == "bypassed"
 
-    text = bare.ok("tail", "bypassed", "--from-beginning", "--max", "2")
+    text = bare.ok("tail", "bypassed", "--from-beginning", "--max", "2", "--timeout", "30")
     assert f"s/{T0} " in text and "(tombstone)" in text
     assert '"start_ms":"2026-11-29T10:00:00Z","end_ms":"2026-11-29T10:01:00Z"' in text
     assert f'"start_ms":{T0}' not in text  # raw milliseconds only with --output json
