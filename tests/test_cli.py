@@ -65,6 +65,9 @@ class Cli:
         return {
             "KAFKA_BOOTSTRAP_SERVERS": self.kafka.bootstrap_servers,
             "TIDEMARK_TOPIC_PREFIX": self.prefix,
+            # A live broker that is slow to answer at load is not the unreachable one the 6 s
+            # default is for (tested above): a fresh run's `topics create` missed it once.
+            "TIDEMARK_CONNECT_TIMEOUT_S": "30",
         }
 
     def __call__(self, *args: str, input: str | None = None) -> Result:
