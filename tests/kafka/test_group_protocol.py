@@ -36,7 +36,10 @@ class Member:
         self.owned: set[TP] = set()
         self.batches: list[set[TP]] = []  # what each assignment callback brought
         self.revoked: list[set[TP]] = []  # what each revocation took
-        self.clients.subscribe(topics, self._assigned, self._revoked, self._revoked)
+        # What each loss took (fenced: its session or its epoch expired, as a member too slow
+        # to heartbeat on a loaded machine is): not a revocation by the protocol.
+        self.lost: list[set[TP]] = []
+        self.clients.subscribe(topics, self._assigned, self._revoked, self._lost)
 
     def _assigned(self, tps: list[TP]) -> None:
         self.batches.append(set(tps))
@@ -45,6 +48,10 @@ class Member:
 
     def _revoked(self, tps: list[TP]) -> None:
         self.revoked.append(set(tps))
+        self.owned -= set(tps)
+
+    def _lost(self, tps: list[TP]) -> None:
+        self.lost.append(set(tps))
         self.owned -= set(tps)
 
     def poll(self) -> None:
@@ -85,6 +92,7 @@ def test_two_coordinators_and_a_takeover_keep_control_and_results_co_partitioned
                 assert _partitions(batch, control) == _partitions(batch, results), m.batches
         held_by_a, seen = set(a.owned), len(b.batches)
         b.revoked.clear()
+        b.lost.clear()
 
         a.clients.close()  # a coordinator stops: b takes its partitions over
         _settle([b], lambda: b.owned == every)
@@ -92,7 +100,11 @@ def test_two_coordinators_and_a_takeover_keep_control_and_results_co_partitioned
             assert _partitions(batch, control) == _partitions(batch, results), b.batches
         if protocol == "consumer":  # incremental: b keeps what it had and gets a's on top
             assert b.revoked == []
-            assert set().union(*b.batches[seen:]) == held_by_a
+            # Unless b itself was fenced meanwhile (a fresh make test saw b lose its own
+            # partitions once, at load): then it got everything anew, which the loop above
+            # checked for co-partitioning.
+            if not b.lost:
+                assert set().union(*b.batches[seen:]) == held_by_a
         else:  # eager: b gives everything back, then gets everything
             assert b.revoked and b.batches[-1] == every
     finally:
