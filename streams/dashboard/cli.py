@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from streams import buildinfo
+from streams.cli_aliases import run_as_program
 from streams.dashboard.server import DEFAULT_HOST, DEFAULT_PORT, DashboardServer
 from streams.errors import TidemarkError
 from streams.kafka.settings import KafkaSettings
@@ -99,13 +100,7 @@ def parse_args(argv: list[str] | None) -> DashboardArgs:
 def main(argv: list[str] | None = None) -> int:
     """`tidemark dashboard`: serve until SIGTERM or Ctrl-C; 0 on a clean stop, 1 on error, 2
     for bad options."""
-    try:
-        _command().main(
-            args=list(sys.argv[1:] if argv is None else argv), prog_name="tidemark dashboard"
-        )
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
+    return run_as_program(_command(), argv, "tidemark dashboard")
 
 
 def run(args: DashboardArgs) -> int:

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from streams import buildinfo
-from streams.cli_aliases import aliased
+from streams.cli_aliases import aliased, run_as_program
 from streams.errors import InvalidInput
 from streams.kafka.settings import KafkaSettings
 from streams.pipelines import PIPELINES
@@ -199,13 +199,7 @@ def parse_args(argv: Sequence[str]) -> WorkerArgs:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the worker, return its exit code."""
-    try:
-        _command().main(
-            args=list(sys.argv[1:] if argv is None else argv), prog_name="tidemark worker"
-        )
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
+    return run_as_program(_command(), argv, "tidemark worker")
 
 
 def run(args: WorkerArgs) -> int:
