@@ -18,16 +18,18 @@ import typer
 import yaml
 from prometheus_client import CollectorRegistry
 
+from streams.buildinfo import BuildInfoCollector
 from streams.cli import app as cli
+from streams.coordinator.health import SourceHealth
+from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.telemetry.admission import AdmissionCollector
 from streams.coordinator.telemetry.lag import ConsumerLagCollector
-from streams.coordinator.telemetry.metrics import CoordinatorMetrics
-from streams.coordinator.telemetry.outage import OutageCollector
-from streams.core.admission import SourceGate, SourceLimits
+from streams.core import OutagePolicy
 from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION
+from streams.topics import Topics
 from streams.worker.cli import parse_args as worker_args
 from streams.worker.metrics import WorkerMetrics
+from tests.coordinator.fakes import InMemoryStore, RecordingEmitter, delivery
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -46,12 +48,20 @@ KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "boo
 
 
 def exported_series() -> set[str]:
-    """Every series name the coordinator's and the workers' registries can export."""
-    coordinator = CoordinatorMetrics().registry
-    coordinator.register(ConsumerLagCollector(lambda: []))
-    coordinator.register(OutageCollector(lambda: [], 3_600_000))
-    gate = SourceGate(SourceLimits("S", max_in_flight=4), 0)
-    coordinator.register(AdmissionCollector(lambda: {"S": gate}, lambda: {"S": 1}))
+    """Every series name a coordinator (with the outage guard and admission, as both engines
+    run it) and a worker export, from registries built in-process."""
+    processor = Processor(
+        Topics(),
+        6,
+        InMemoryStore(),
+        RecordingEmitter(),
+        delivery=delivery(False),
+        health=SourceHealth(OutagePolicy(), "c1"),
+        source_limits=dict,
+    )
+    coordinator = processor.metrics.registry
+    coordinator.register(ConsumerLagCollector(lambda: []))  # as both engines register them
+    coordinator.register(BuildInfoCollector(engine="confluent"))
     worker = CollectorRegistry()
     WorkerMetrics(worker)
     return {

@@ -19,7 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.test_prometheus_rules import exported_series
+from tests.test_dashboards import exported_series
 from tests.support.helm import ROOT, helm_binary
 
 CHART = ROOT / "deploy" / "helm" / "tidemark"

@@ -18,18 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
-from streams.buildinfo import BuildInfoCollector
-from streams.coordinator.health import SourceHealth
-from streams.coordinator.processor import Processor
-from streams.coordinator.telemetry.lag import ConsumerLagCollector
-from streams.core import OutagePolicy
-from streams.topics import Topics
-from streams.worker.metrics import WorkerMetrics
-from tests.coordinator.fakes import InMemoryStore, RecordingEmitter, delivery
 from tests.support.prometheus import binaries
-from tests.test_dashboards import SUFFIXES, series_in
+from tests.test_dashboards import exported_series, series_in
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -73,31 +64,6 @@ def runbook_anchors() -> dict[str, str]:
     """Anchor -> heading of every section of the runbook."""
     headings = re.findall(r"^#{1,6} (.+)$", RUNBOOK.read_text(), flags=re.MULTILINE)
     return {slug(heading): heading for heading in headings}
-
-
-def exported_series() -> set[str]:
-    """Every series name a coordinator (with the outage guard and admission, as both engines
-    run it) and a worker export, from registries built in-process."""
-    processor = Processor(
-        Topics(),
-        6,
-        InMemoryStore(),
-        RecordingEmitter(),
-        delivery=delivery(False),
-        health=SourceHealth(OutagePolicy(), "c1"),
-        source_limits=dict,
-    )
-    coordinator = processor.metrics.registry
-    coordinator.register(ConsumerLagCollector(lambda: []))  # as both engines register them
-    coordinator.register(BuildInfoCollector(engine="confluent"))
-    worker = CollectorRegistry()
-    WorkerMetrics(worker)
-    return {
-        family.name + suffix
-        for registry in (coordinator, worker)
-        for family in registry.collect()
-        for suffix in SUFFIXES[family.type]
-    }
 
 
 def test_promtool_accepts_the_rules() -> None:
