@@ -19,8 +19,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.test_dashboards import exported_series
 from tests.support.helm import ROOT, helm_binary
+from tests.test_dashboards import exported_series
 
 CHART = ROOT / "deploy" / "helm" / "tidemark"
 PRODUCTION = ROOT / "deploy" / "helm" / "examples" / "production.yaml"
