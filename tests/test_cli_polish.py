@@ -324,7 +324,7 @@ def test_the_coordinator_says_what_it_starts_and_that_it_stopped(
 
 
 def test_a_backlog_over_the_bound_is_warned_of_with_its_size_and_duration() -> None:
-    from streams.commands.stream_cmds import backlog_warning
+    from streams.commands.backlog import backlog_warning
 
     def config(**flags: str) -> dict[str, Any]:
         merged = ConfigFlags(**flags).merge({"stream_id": "a"}, NOW_MS)  # type: ignore[arg-type]
