@@ -279,6 +279,8 @@ class Ownership:
 
     def _failed(self, partition: int, stream_id: str, exc: BaseException, now_ms: int) -> None:
         self.inputs.failed(stream_id, exc)
+        if self.admission is not None:  # its retry asks the gate again: meanwhile it holds
+            self.admission.failed(stream_id)  # no place in its source's queue
         self.index.set(partition, stream_id, retry_after_error_ms(now_ms))
 
     # -- rebuild -------------------------------------------------------------------------

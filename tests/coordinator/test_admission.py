@@ -5,6 +5,7 @@ a coordinator takes its share only from the `health` view, and a recovery is pac
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -290,7 +291,8 @@ def test_streams_waiting_for_a_paced_release_when_the_coordinator_restarts_are_a
     """A restart while streams wait for a paced release (their waits are stored): every one is
     dispatched and catches up. (A chaos run saw a stream of a source in paced recovery never
     dispatched again after its coordinator restarted; this, without the outage guard's hold,
-    does not reproduce it: see the closing note of 2026-12-04.)"""
+    does not reproduce it; the stall was a stream starved by others of its source:
+    test_a_stream_with_nothing_in_flight_gets_its_turn_among_streams_that_answer_often.)"""
     d = gated({})  # no limits: only the paced recovery gates
     now_ms = T0 + 30 * SECOND_MS + 500  # 30 windows behind
     streams = [f"s-{i}" for i in range(10)]
@@ -317,3 +319,35 @@ def test_streams_waiting_for_a_paced_release_when_the_coordinator_restarts_are_a
     assert {t["stream_id"] for t in again.tasks()} == set(streams)
     marks = {c["stream_id"]: c["downstream_ms"] for c in again.commits()}
     assert all(marks.get(s, 0) >= now_ms - 10_000 for s in streams), marks
+
+
+def test_a_stream_with_nothing_in_flight_gets_its_turn_among_streams_that_answer_often() -> None:
+    """S capped at 3; three streams 200 windows behind take the slots, then a fourth as far
+    behind arrives and waits with nothing in flight. Each step the worker answers every task at
+    once. The slots go to the most behind window of the class, whoever is decided first: the
+    fourth is dispatched as often as the others and catches up with them. (Before the queue,
+    the three, decided at each of their answers, took every slot freed, and the fourth, woken
+    only when the pump found room, was never dispatched: a chaos run's stall.)"""
+    d = gated({"S": SourceLimits("S", max_in_flight=3)})
+    now_ms = T0 + 200 * SECOND_MS + 500
+    config = {"window_ms": 1_000, "step_ms": 1_000, "task_timeout_ms": 30_000, "max_in_flight": 4}
+    busy = ["busy-0", "busy-1", "busy-2"]
+    for stream_id in busy:
+        d.upsert(stream_id, now_ms, source="S", **config)
+    for _ in range(3):
+        now_ms += SECOND_MS
+        step(d, now_ms)
+    d.upsert("late", now_ms, source="S", **config)
+    answered: set[str] = set()
+    for _ in range(200):
+        now_ms += 100
+        step(d, now_ms)
+        flying = in_flight(d, answered)
+        assert len(flying) <= 3
+        for task in flying:
+            answered.add(task["task_id"])
+            d.result(ack(task), now_ms)
+    sent = Counter(t["stream_id"] for t in d.tasks())
+    assert max(sent.values()) - sent["late"] <= 3, sent
+    marks = {c["stream_id"]: c["downstream_ms"] for c in d.commits()}
+    assert all(marks[s] - marks["late"] <= 3 * SECOND_MS for s in busy), marks

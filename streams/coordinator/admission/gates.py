@@ -18,9 +18,11 @@ The rules are the core's; this module counts and wakes:
 - **Parking.** A stream whose window the gate denies is not ticked again and again: its due
   time leaves its waiting windows out (`next_due_ms(..., parked=True)`), and it is woken
   (`pump`) when its source has room: after an answer of that source, when a token is due, and
-  at every health tick (once a second) as a floor. Waiters are woken in the gate's order: LIVE,
-  then CATCHUP, then REPLAY, and within a class the oldest window end first (the most behind
-  first: see streams.core.admission.gate).
+  at every health tick (once a second) as a floor. Within a class, the oldest window end goes
+  first (the most behind first: see streams.core.admission.gate), and this holds for every
+  dispatch, not only the woken ones: a window is denied while another stream waits with an
+  older one of its class (streams.coordinator.admission.queue), so that a stream decided often
+  (at each of its answers) cannot take the room freed for one woken only by the pump.
 - **Shares.** At each health tick, each capped source's demand per partition is read from the
   `health` view (every coordinator's published in-flight plus waiting windows of the source),
   allocated (streams.core.admission.share, the same for every coordinator), and this
@@ -36,7 +38,6 @@ The replay lane is not gated: replays keep their own concurrency per stream
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
@@ -70,6 +71,7 @@ class Admission:
         self._shares: dict[str, Shares] = {}
         self.ledger = Ledger(self._gate_of)
         self._pump_ms: dict[str, int] = {}  # source -> when to wake its waiters
+        self._invited: set[str] = set()  # woken by the pump, not decided since: see `pump`
         self._floor_ms = 0
         self._now_ms = 0  # of the last call that gave one (a gate made by the ledger)
         self.dispatched: dict[str, int] = {}  # source -> dispatches admitted (a counter)
@@ -86,9 +88,18 @@ class Admission:
         gate = self.gates.get(source) or self._gate(source, now_ms)
         self._now_ms = now_ms
         klass = classify(end_ms, now_ms - config.delay_ms, config.window_ms, lane)
+        queue = self.ledger.queue
+        stream_id = config.stream_id
+        if source in queue.sources():
+            invited = self._invited
+            if stream_id in invited:
+                invited.discard(stream_id)  # one window skips the queue, not the others
+            elif queue.ahead(source, klass, end_ms, stream_id):
+                self._pump_ms[source] = now_ms  # the slot, if any, is theirs: wake them
+                return False
         if not gate.admit(klass, now_ms):
             return False
-        self.ledger.admitted(config.stream_id, start_ms, klass)
+        self.ledger.admitted(stream_id, start_ms, klass)
         self.dispatched[source] = self.dispatched.get(source, 0) + 1
         return True
 
@@ -101,6 +112,8 @@ class Admission:
     def note(self, partition: int, stream_id: str, state: StreamState | None, now_ms: int) -> None:
         """The stream's state after a decision (None: gone)."""
         self._now_ms = now_ms
+        if self._invited:
+            self._invited.discard(stream_id)  # its wake is spent
         ledger = self.ledger
         ledger.note(partition, stream_id, state, now_ms)
         if ledger.freed:
@@ -114,13 +127,19 @@ class Admission:
         if source is not None and in_flight:
             self.ledger.rebuilt(partition, stream_id, source, in_flight)
 
+    def failed(self, stream_id: str) -> None:
+        """A decision of the stream raised: it leaves the queue until it is decided again."""
+        self.ledger.drop_wait(stream_id)
+
     def forget(self, partitions: Iterable[int]) -> None:
         """Partitions gone (revoked, or to be rebuilt after an abort): their counts go."""
         self.ledger.forget(partitions)
+        self._invited.clear()  # a woken stream of a partition kept is woken again if need be
 
     def reset(self) -> None:
         """The engine rolled its store back: every count goes (partitions are rebuilt)."""
         self.ledger.reset()
+        self._invited.clear()
 
     def recover(self, backlogs: Mapping[str, int], now_ms: int) -> None:
         """These sources left outage, or were rebuilt with windows due (a restart with a
@@ -136,32 +155,38 @@ class Admission:
 
     def pump(self, now_ms: int) -> None:
         """Wake the waiters of every source that may admit one now, best first."""
+        queue = self.ledger.queue
         if now_ms >= self._floor_ms:
             self._floor_ms = now_ms + PUMP_FLOOR_MS
-            for source in self.ledger.waiters:
+            for source in queue.sources():
                 self._pump_ms.setdefault(source, now_ms)
         if not self._pump_ms:
             return
         due = [s for s, at_ms in self._pump_ms.items() if at_ms <= now_ms]
         for source in due:
             del self._pump_ms[source]
-            waiters = self.ledger.waiters.get(source)
-            if not waiters:
+            if source not in queue.sources():
                 continue
             gate = self.gates[source]
             cap = gate.cap()
-            room = len(waiters) if cap is None else cap - sum(gate.in_flight)
-            if room <= 0:
+            room = None if cap is None else cap - sum(gate.in_flight)
+            if room is not None and room <= 0:
                 continue  # an answer pumps it again
             wake_ms = gate.wake_ms(now_ms)
             at_ms = now_ms if wake_ms is None else max(now_ms, wake_ms)
             if at_ms > now_ms:
                 self._pump_ms[source] = at_ms  # a token arrives then
                 continue
-            best = heapq.nsmallest(room, waiters.items(), key=lambda item: item[1])
+            # The best `room` of each class: which class the gate lets in is its rule (a
+            # backfill floor admits CATCHUP while LIVE waits); a stream woken in vain waits on.
+            # A woken stream is invited: the first window its next decision asks for skips the
+            # queue (the streams ahead of it were woken too, and may be decided after it:
+            # partitions tick in turn).
             waits = self.ledger.waits
-            for stream_id, _ in best:
-                self._wake(waits[stream_id].partition, stream_id, now_ms)
+            for klass in (0, 1, 2):
+                for stream_id in queue.best(source, klass, room):
+                    self._invited.add(stream_id)
+                    self._wake(waits[stream_id].partition, stream_id, now_ms)
 
     # -- shares ----------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from streams.coordinator.admission.queue import Ends, WaitQueue
 from streams.core.admission import CATCHUP, Class, SourceGate, classify
 from streams.core.model import StreamState
 
@@ -29,12 +30,12 @@ Key = tuple[int, str]  # partition, source
 @dataclass(slots=True)
 class Wait:
     """A stream's windows waiting for admission, as counted: its source, partition, counts by
-    class, and (class, end_ms) of its first waiting window (None: it only stands by)."""
+    class, and per class the end of its oldest waiting window (None: it only stands by)."""
 
     source: str
     partition: int
     counts: tuple[int, int, int]
-    first: tuple[int, int] | None
+    ends: Ends | None
 
 
 def flights(state: StreamState | None) -> tuple[Flight, ...]:
@@ -97,8 +98,7 @@ class Ledger:
         self._waiting: dict[Key, int] = {}  # windows waiting (and streams standing by)
         self._rebuilt: dict[str, tuple[str, int, int]] = {}  # stream -> source, partition, n
         self._dispatched: dict[Key, int] = {}  # tasks dispatched (a counter)
-        # source -> stream -> (class, end_ms) of its first waiting window: whom to wake
-        self.waiters: dict[str, dict[str, tuple[int, int]]] = {}
+        self.queue = WaitQueue()  # the waiting streams by class, most behind first
         self.freed: set[str] = set()  # sources whose flights ended since the last `take_freed`
 
     # -- a decision ------------------------------------------------------------------------
@@ -260,34 +260,47 @@ class Ledger:
         config = state.config
         now_live = now_ms - config.delay_ms
         counts = [0, 0, 0]
-        first: tuple[int, int] | None = None
+        ends: list[int | None] = [None, None, None]
         for window in state.windows:
             if window.waiting_since_ms is not None and not window.in_flight:
                 klass = classify(window.end_ms, now_live, config.window_ms, "live")
                 counts[klass] += 1
-                if first is None or (klass, window.end_ms) < first:
-                    first = (klass, window.end_ms)
-        if first is None and standing_by(state, gate, now_ms):
+                end_ms = ends[klass]
+                if end_ms is None or window.end_ms < end_ms:
+                    ends[klass] = window.end_ms
+        waiting = bool(counts[0] or counts[1] or counts[2])
+        if not waiting and standing_by(state, gate, now_ms):
             counts[0] = 1  # standing by: its next window is due soon, as LIVE
         if not (counts[0] or counts[1] or counts[2]):
             self._set_wait(stream_id, None)
         else:
             waits = (counts[0], counts[1], counts[2])
-            self._set_wait(stream_id, Wait(source, partition, waits, first))
+            queued = (ends[0], ends[1], ends[2]) if waiting else None
+            self._set_wait(stream_id, Wait(source, partition, waits, queued))
+
+    def drop_wait(self, stream_id: str) -> None:
+        """The stream's decision failed: it leaves the queue (a stream that raises at each
+        decision must not hold its class back; its retry asks the gate again)."""
+        self._set_wait(stream_id, None)
 
     def _set_wait(self, stream_id: str, wait: Wait | None) -> None:
         old = self.waits.get(stream_id)
         if old == wait:
             return
         if old is not None:
-            self._apply_wait(stream_id, old, -1)
+            self._apply_wait(old, -1)
+            if old.ends is not None and (wait is None or wait.ends is None or
+                                         wait.source != old.source):  # fmt: skip
+                self.queue.drop(old.source, stream_id)
         if wait is None:
             self.waits.pop(stream_id, None)
         else:
             self.waits[stream_id] = wait
-            self._apply_wait(stream_id, wait, 1)
+            self._apply_wait(wait, 1)
+            if wait.ends is not None:
+                self.queue.put(wait.source, stream_id, wait.ends)
 
-    def _apply_wait(self, stream_id: str, wait: Wait, sign: int) -> None:
+    def _apply_wait(self, wait: Wait, sign: int) -> None:
         gate = self._gate(wait.source)
         for klass in (0, 1, 2):
             if wait.counts[klass]:
@@ -298,12 +311,3 @@ class Ledger:
             self._waiting[key] = total
         else:
             self._waiting.pop(key, None)
-        if wait.first is None:
-            return
-        waiters = self.waiters.setdefault(wait.source, {})
-        if sign > 0:
-            waiters[stream_id] = wait.first
-        else:
-            waiters.pop(stream_id, None)
-            if not waiters:
-                del self.waiters[wait.source]
