@@ -7,9 +7,10 @@ queue at the source, first come first served (a query endpoint's queue). Printed
 the live windows' delay from their end to the source starting on them (p50, p99, max: the
 coordinator's dispatch delay plus the queue at the source), and the backfill's rate against
 its floor (slots; each slot turns over every hold plus a step or two here: the answer is read
-at the next step, the slot refilled at the one after). Modes: no admission (every due window
-dispatched at once, as before issue 29), and a cap equal to the capacity with
-`--backfill-share`.
+at the next step, the slot refilled at the one after), and the fewest and most windows any one
+backfill stream had answered (within a class the most behind goes first: an even spread).
+Modes: no admission (every due window dispatched at once, as before issue 29), and a cap equal
+to the capacity with `--backfill-share`.
 
     .venv/bin/python bench/admission_live_bench.py --live 100 --backfill 50 --capacity 30
 """
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace, limited: bool) -> str:
     seen = 0
     delays: list[int] = []
     backfill_done = 0
+    backfill_by = dict.fromkeys((f"old-{i}" for i in range(args.backfill)), 0)
     warm_ms = now_ms + 10_000
     end_ms = now_ms + args.seconds * 1000
     while now_ms < end_ms:
@@ -69,6 +71,7 @@ def run(args: argparse.Namespace, limited: bool) -> str:
             d.result(ack(task), now_ms)
             if task["stream_id"].startswith("old") and now_ms >= warm_ms:
                 backfill_done += 1
+                backfill_by[task["stream_id"]] += 1
     delays.sort()
     measured_s = (end_ms - warm_ms) / 1000
     floor = backfill_floor(args.backfill_share, args.capacity) if limited else 0
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace, limited: bool) -> str:
     return (
         f"{'cap ' + str(args.capacity) if limited else 'none':>8} {len(delays):6d} {p(0.5):7d}"
         f" {p(0.99):7d} {delays[-1] if delays else -1:7d} {backfill_done / measured_s:10.1f}"
-        f" {floor:11d}"
+        f" {floor:11d} {min(backfill_by.values()):>6d}-{max(backfill_by.values())}"
     )
 
 
@@ -91,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.live} live streams (1 s windows), {args.backfill} a day behind; the source "
           f"serves {args.capacity} at once, {args.hold_ms} ms each")  # fmt: skip
-    print("   limit  live  p50 ms  p99 ms  max ms  backfill/s  floor slots")
+    print("   limit  live  p50 ms  p99 ms  max ms  backfill/s  floor slots  per backfill stream")
     for limited in (False, True):
         print(run(args, limited))
 

@@ -177,14 +177,17 @@ class Admission:
             if at_ms > now_ms:
                 self._pump_ms[source] = at_ms  # a token arrives then
                 continue
-            # The best `room` of each class: which class the gate lets in is its rule (a
-            # backfill floor admits CATCHUP while LIVE waits); a stream woken in vain waits on.
-            # A woken stream is invited: the first window its next decision asks for skips the
-            # queue (the streams ahead of it were woken too, and may be decided after it:
-            # partitions tick in turn).
+            # Per class, as many streams as the gate admits now (LIVE first, and the backfill's
+            # floor: the gate's rules), the most behind of each. A woken stream is invited: the
+            # first window its next decision asks for skips the queue (the streams ahead of it
+            # were woken too, and may be decided after it: partitions tick in turn), and every
+            # one woken finds its slot, whatever that order.
             waits = self.ledger.waits
+            admitted = gate.admissible(queue.counts(source), now_ms)
             for klass in (0, 1, 2):
-                for stream_id in queue.best(source, klass, room):
+                if not admitted[klass]:
+                    continue
+                for stream_id in queue.best(source, klass, admitted[klass]):
                     self._invited.add(stream_id)
                     self._wake(waits[stream_id].partition, stream_id, now_ms)
 

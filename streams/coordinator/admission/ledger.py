@@ -255,8 +255,13 @@ class Ledger:
             self._set_wait(stream_id, None)
             return
         gate = self._gate(source)
-        if gate.limits.is_unlimited and not gate.pacer.active and stream_id not in self.waits:
-            return  # nothing waits at a free gate (the common case: skip the windows)
+        if (
+            gate.limits.is_unlimited
+            and not gate.pacer.active
+            and stream_id not in self.waits
+            and source not in self.queue.sources()
+        ):
+            return  # a free gate with no queue denies nothing (the common case: skip the windows)
         config = state.config
         now_live = now_ms - config.delay_ms
         counts = [0, 0, 0]

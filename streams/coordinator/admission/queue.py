@@ -31,6 +31,7 @@ class WaitQueue:
     def __init__(self) -> None:
         self._ends: dict[str, dict[str, Ends]] = {}  # source -> stream -> its ends
         self._heaps: dict[tuple[str, int], list[tuple[int, str]]] = {}
+        self._counts: dict[str, list[int]] = {}  # source -> streams waiting in each class
 
     def sources(self) -> KeysView[str]:
         """The sources with a stream in the queue."""
@@ -41,9 +42,12 @@ class WaitQueue:
         streams = self._ends.get(source)
         if streams is None:
             streams = self._ends[source] = {}
+            self._counts[source] = [0, 0, 0]
         old = streams.get(stream_id)
         streams[stream_id] = ends
+        counts = self._counts[source]
         for klass, end_ms in enumerate(ends):
+            counts[klass] += (end_ms is not None) - (old is not None and old[klass] is not None)
             if end_ms is None or (old is not None and old[klass] == end_ms):
                 continue
             heap = self._heaps.get((source, klass))
@@ -61,11 +65,25 @@ class WaitQueue:
     def drop(self, source: str, stream_id: str) -> None:
         """The stream no longer waits."""
         streams = self._ends.get(source)
-        if streams is None or streams.pop(stream_id, None) is None or streams:
+        if streams is None:
+            return
+        ends = streams.pop(stream_id, None)
+        if ends is None:
+            return
+        if streams:
+            counts = self._counts[source]
+            for klass, end_ms in enumerate(ends):
+                counts[klass] -= end_ms is not None
             return
         del self._ends[source]
+        del self._counts[source]
         for klass in (0, 1, 2):
             self._heaps.pop((source, klass), None)
+
+    def counts(self, source: str) -> tuple[int, int, int]:
+        """How many streams wait in each class."""
+        counts = self._counts.get(source)
+        return (0, 0, 0) if counts is None else (counts[0], counts[1], counts[2])
 
     def ahead(self, source: str, klass: int, end_ms: int, stream_id: str) -> bool:
         """Whether a stream other than `stream_id` waits with a window of `klass` that ended

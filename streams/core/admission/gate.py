@@ -218,6 +218,28 @@ class SourceGate:
         self.in_flight[klass] += 1
         return True
 
+    def admissible(self, wanted: tuple[int, int, int], now_ms: int) -> tuple[int, int, int]:
+        """How many windows of each class `admit` would let through now, asked for `wanted`
+        of each in class order (LIVE first): what the coordinator wakes, so that the streams
+        it wakes are all admitted whatever order they are decided in. Changes nothing."""
+        if self._free:
+            return wanted
+        flying, waiting = self.in_flight[:], self.waiting_counts[:]
+        credit = self._credit
+        bucket = self.bucket
+        saved = None if bucket is None else (bucket.tokens, bucket.updated_ms)
+        out = [0, 0, 0]
+        for klass in (LIVE, CATCHUP, REPLAY):
+            while out[klass] < wanted[klass] and self.admit(klass, now_ms):
+                out[klass] += 1
+                self.waiting(klass, -1)  # it leaves the queue as it goes
+        self.in_flight[:] = flying
+        self.waiting_counts[:] = waiting
+        self._credit = credit
+        if bucket is not None and saved is not None:
+            bucket.tokens, bucket.updated_ms = saved
+        return (out[0], out[1], out[2])
+
     def wake_ms(self, now_ms: int) -> int | None:
         """When a denied window could next be admitted: the next token's arrival (`now_ms` if
         one is there), None when only an answer frees room (or nothing limits the rate)."""

@@ -253,3 +253,51 @@ def _check_admit(gate: SourceGate, klass: Class, now_ms: int, granted: list[int]
             assert floor - backfill <= waiting[1] and room <= waiting[0] + waiting[1]
     if not admitted and room <= 0:
         assert gate.wake_ms(now_ms) is None  # only an answer frees room
+
+
+def _apply(gate: SourceGate, steps: list[tuple[object, ...]]) -> int:
+    """Play `steps` on the gate (admits as they come); returns the time reached."""
+    now_ms = T0
+    for action, *args in steps:
+        if action == "time":
+            now_ms += args[0]  # type: ignore[operator]
+        elif action == "wait":
+            gate.waiting(args[0], args[1])  # type: ignore[arg-type]
+        elif action == "answer":
+            gate.answered(args[0], args[1])  # type: ignore[arg-type]
+        elif action == "share":
+            gate.set_share(args[0])  # type: ignore[arg-type]
+        elif action == "recover":
+            gate.start_recovery(now_ms)
+        else:
+            gate.admit(args[0], now_ms)  # type: ignore[arg-type]
+    return now_ms
+
+
+@settings(max_examples=400, deadline=None)
+@given(limits, st.lists(step, max_size=80), st.tuples(*[st.integers(0, 12)] * 3), st.randoms())
+def test_what_the_gate_says_it_admits_it_admits_in_any_order(
+    source: SourceLimits,
+    steps: list[tuple[object, ...]],
+    asked: tuple[int, int, int],
+    rnd: object,
+) -> None:
+    """`admissible` changes nothing, and the windows it counts (the coordinator wakes that
+    many streams of each class) are all admitted, in whatever order they are decided."""
+    gate = SourceGate(source, T0)
+    now_ms = _apply(gate, steps)
+    waiting = gate.waiting_counts
+    wanted = (min(asked[0], waiting[0]), min(asked[1], waiting[1]), min(asked[2], waiting[2]))
+    bucket = gate.bucket
+    before = (gate.in_flight[:], waiting[:], gate.backfill_credit,
+              None if bucket is None else (bucket.tokens, bucket.updated_ms))  # fmt: skip
+    counts = gate.admissible(wanted, now_ms)
+    after = (gate.in_flight[:], gate.waiting_counts[:], gate.backfill_credit,
+             None if bucket is None else (bucket.tokens, bucket.updated_ms))  # fmt: skip
+    assert after == before
+    assert all(0 <= n <= w for n, w in zip(counts, wanted, strict=True))
+    order = [klass for klass in (LIVE, CATCHUP, REPLAY) for _ in range(counts[klass])]
+    rnd.shuffle(order)  # type: ignore[attr-defined]
+    for klass in order:
+        assert gate.admit(klass, now_ms), (counts, order)
+        gate.waiting(klass, -1)
