@@ -5,14 +5,15 @@ streams of 1 s windows, `--backfill` streams a day behind (1 min windows, 3 in f
 source that serves `--capacity` tasks at once, each for `--hold-ms`; tasks beyond its capacity
 queue at the source, first come first served (a query endpoint's queue). Printed for each mode:
 the live windows' delay from their end to the source starting on them (p50, p99, max: the
-coordinator's dispatch delay plus the queue at the source), and the backfill's rate against
-its floor (slots; each slot turns over every hold plus a step or two here: the answer is read
-at the next step, the slot refilled at the one after), and the fewest and most windows any one
-backfill stream had answered (within a class the most behind goes first: an even spread).
+coordinator's dispatch delay plus the queue at the source; every live window that ended in the
+measured span counts, and one the source never started shows as ">run"), the backfill's rate
+against its floor (slots; each slot turns over every hold plus a step or two here: the answer
+is read at the next step, the slot refilled at the one after), and the fewest and most windows
+any one backfill stream had answered (within a class, first come first served: an even spread).
 Modes: no admission (every due window dispatched at once, as before issue 29), and a cap equal
 to the capacity with `--backfill-share`.
 
-    .venv/bin/python bench/admission_live_bench.py --live 100 --backfill 50 --capacity 30
+    .venv/bin/python bench/admission_live_bench.py --live 100 --backfill 50 --capacity 40
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace, limited: bool) -> str:
     queue: deque[dict[str, Any]] = deque()  # at the source, not started
     serving: list[tuple[int, dict[str, Any]]] = []  # (done_ms, task)
     seen = 0
-    delays: list[int] = []
+    started: dict[tuple[str, int], int] = {}  # (live stream, window end) -> its start
     backfill_done = 0
     backfill_by = dict.fromkeys((f"old-{i}" for i in range(args.backfill)), 0)
     warm_ms = now_ms + 10_000
@@ -66,19 +67,29 @@ def run(args: argparse.Namespace, limited: bool) -> str:
             task = queue.popleft()
             serving.append((now_ms + args.hold_ms, task))
             if task["stream_id"].startswith("live") and task["end_ms"] >= warm_ms:
-                delays.append(now_ms - task["end_ms"])
+                started.setdefault((task["stream_id"], task["end_ms"]), now_ms)
         for task in done:
             d.result(ack(task), now_ms)
             if task["stream_id"].startswith("old") and now_ms >= warm_ms:
                 backfill_done += 1
                 backfill_by[task["stream_id"]] += 1
-    delays.sort()
+    # Every live window that ended in the measured span (but its last 2 s) counts: one never
+    # started at the source has waited longer than the run (">run"), and is not left out.
+    due = [(f"live-{i}", at_ms) for i in range(args.live)
+           for at_ms in range(warm_ms + 1000, end_ms - 2000, 1000)]  # fmt: skip
+    never = 10**12
+    delays = sorted(started[w] - w[1] if w in started else never for w in due)
+    out = sum(1 for w in due if w in started)
     measured_s = (end_ms - warm_ms) / 1000
     floor = backfill_floor(args.backfill_share, args.capacity) if limited else 0
-    p = (lambda q: delays[min(len(delays) - 1, int(len(delays) * q))]) if delays else (lambda q: -1)
+
+    def p(q: float) -> str:
+        delay = delays[min(len(delays) - 1, int(len(delays) * q))]
+        return ">run" if delay == never else str(delay)
+
     return (
-        f"{'cap ' + str(args.capacity) if limited else 'none':>8} {len(delays):6d} {p(0.5):7d}"
-        f" {p(0.99):7d} {delays[-1] if delays else -1:7d} {backfill_done / measured_s:10.1f}"
+        f"{'cap ' + str(args.capacity) if limited else 'none':>8} {out:5d}/{len(due):<5d}"
+        f" {p(0.5):>7} {p(0.99):>7} {p(1.0):>7} {backfill_done / measured_s:10.1f}"
         f" {floor:11d} {min(backfill_by.values()):>6d}-{max(backfill_by.values())}"
     )
 
@@ -87,14 +98,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--live", type=int, default=100)
     parser.add_argument("--backfill", type=int, default=50)
-    parser.add_argument("--capacity", type=int, default=30)
+    parser.add_argument("--capacity", type=int, default=40)
     parser.add_argument("--hold-ms", type=int, default=200)
     parser.add_argument("--backfill-share", type=float, default=0.2)
     parser.add_argument("--seconds", type=int, default=60)
     args = parser.parse_args()
     print(f"{args.live} live streams (1 s windows), {args.backfill} a day behind; the source "
           f"serves {args.capacity} at once, {args.hold_ms} ms each")  # fmt: skip
-    print("   limit  live  p50 ms  p99 ms  max ms  backfill/s  floor slots  per backfill stream")
+    print("   limit  live out/due  p50 ms  p99 ms  max ms  backfill/s  floor slots"
+          "  per backfill stream")  # fmt: skip
     for limited in (False, True):
         print(run(args, limited))
 

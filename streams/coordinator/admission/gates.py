@@ -18,11 +18,12 @@ The rules are the core's; this module counts and wakes:
 - **Parking.** A stream whose window the gate denies is not ticked again and again: its due
   time leaves its waiting windows out (`next_due_ms(..., parked=True)`), and it is woken
   (`pump`) when its source has room: after an answer of that source, when a token is due, and
-  at every health tick (once a second) as a floor. Within a class, the oldest window end goes
-  first (the most behind first: see streams.core.admission.gate), and this holds for every
-  dispatch, not only the woken ones: a window is denied while another stream waits with an
-  older one of its class (streams.coordinator.admission.queue), so that a stream decided often
-  (at each of its answers) cannot take the room freed for one woken only by the pump.
+  at every health tick (once a second) as a floor. Within a class, first come, first served:
+  the window that began to wait first goes first (round robin over the waiting streams: see
+  streams.coordinator.admission.queue), and this holds for every dispatch, not only the woken
+  ones: a window is denied while another stream waits ahead of it in its class, so that a
+  stream decided often (at each of its answers) cannot take the room freed for one woken only
+  by the pump.
 - **Shares.** At each health tick, each capped source's demand per partition is read from the
   `health` view (every coordinator's published in-flight plus waiting windows of the source),
   allocated (streams.core.admission.share, the same for every coordinator), and this
@@ -94,7 +95,7 @@ class Admission:
             invited = self._invited
             if stream_id in invited:
                 invited.discard(stream_id)  # one window skips the queue, not the others
-            elif queue.ahead(source, klass, end_ms, stream_id):
+            elif queue.ahead(source, klass, _place(state, start_ms, end_ms, now_ms), stream_id):
                 self._pump_ms[source] = now_ms  # the slot, if any, is theirs: wake them
                 return False
         if not gate.admit(klass, now_ms):
@@ -178,7 +179,7 @@ class Admission:
                 self._pump_ms[source] = at_ms  # a token arrives then
                 continue
             # Per class, as many streams as the gate admits now (LIVE first, and the backfill's
-            # floor: the gate's rules), the most behind of each. A woken stream is invited: the
+            # floor: the gate's rules), the first in the queue. A woken stream is invited: the
             # first window its next decision asks for skips the queue (the streams ahead of it
             # were woken too, and may be decided after it: partitions tick in turn), and every
             # one woken finds its slot, whatever that order.
@@ -262,3 +263,12 @@ class Admission:
         if gate is None:
             gate = self._gate(source, self._now_ms if now_ms is None else now_ms)
         return gate
+
+
+def _place(state: StreamState, start_ms: int, end_ms: int, now_ms: int) -> tuple[int, int]:
+    """The window's place in its source's queue: since when it waits (now: the back of it)."""
+    for window in state.windows:
+        if window.start_ms == start_ms:
+            since_ms = window.waiting_since_ms
+            return (now_ms if since_ms is None else since_ms, end_ms)
+    return (now_ms, end_ms)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from streams.coordinator.admission.queue import Ends, WaitQueue
+from streams.coordinator.admission.queue import Places, WaitQueue
 from streams.core.admission import CATCHUP, Class, SourceGate, classify
 from streams.core.model import StreamState
 
@@ -30,12 +30,13 @@ Key = tuple[int, str]  # partition, source
 @dataclass(slots=True)
 class Wait:
     """A stream's windows waiting for admission, as counted: its source, partition, counts by
-    class, and per class the end of its oldest waiting window (None: it only stands by)."""
+    class, and its places in the queue (streams.coordinator.admission.queue; None: it only
+    stands by)."""
 
     source: str
     partition: int
     counts: tuple[int, int, int]
-    ends: Ends | None
+    places: Places | None
 
 
 def flights(state: StreamState | None) -> tuple[Flight, ...]:
@@ -265,14 +266,15 @@ class Ledger:
         config = state.config
         now_live = now_ms - config.delay_ms
         counts = [0, 0, 0]
-        ends: list[int | None] = [None, None, None]
+        places: list[tuple[int, int] | None] = [None, None, None]
         for window in state.windows:
-            if window.waiting_since_ms is not None and not window.in_flight:
+            since_ms = window.waiting_since_ms
+            if since_ms is not None and not window.in_flight:
                 klass = classify(window.end_ms, now_live, config.window_ms, "live")
                 counts[klass] += 1
-                end_ms = ends[klass]
-                if end_ms is None or window.end_ms < end_ms:
-                    ends[klass] = window.end_ms
+                place = places[klass]
+                if place is None or (since_ms, window.end_ms) < place:
+                    places[klass] = (since_ms, window.end_ms)
         waiting = bool(counts[0] or counts[1] or counts[2])
         if not waiting and standing_by(state, gate, now_ms):
             counts[0] = 1  # standing by: its next window is due soon, as LIVE
@@ -280,7 +282,7 @@ class Ledger:
             self._set_wait(stream_id, None)
         else:
             waits = (counts[0], counts[1], counts[2])
-            queued = (ends[0], ends[1], ends[2]) if waiting else None
+            queued = (places[0], places[1], places[2]) if waiting else None
             self._set_wait(stream_id, Wait(source, partition, waits, queued))
 
     def drop_wait(self, stream_id: str) -> None:
@@ -294,16 +296,16 @@ class Ledger:
             return
         if old is not None:
             self._apply_wait(old, -1)
-            if old.ends is not None and (wait is None or wait.ends is None or
-                                         wait.source != old.source):  # fmt: skip
+            if old.places is not None and (wait is None or wait.places is None or
+                                           wait.source != old.source):  # fmt: skip
                 self.queue.drop(old.source, stream_id)
         if wait is None:
             self.waits.pop(stream_id, None)
         else:
             self.waits[stream_id] = wait
             self._apply_wait(wait, 1)
-            if wait.ends is not None:
-                self.queue.put(wait.source, stream_id, wait.ends)
+            if wait.places is not None:
+                self.queue.put(wait.source, stream_id, wait.places)
 
     def _apply_wait(self, wait: Wait, sign: int) -> None:
         gate = self._gate(wait.source)

@@ -30,11 +30,10 @@ So when room is short LIVE goes before CATCHUP before REPLAY, yet the backfill k
 admitted only when every waiting LIVE window would still fit. Nothing is preempted: a LIVE window
 may wait for backfill tasks admitted while no LIVE window waited, until they are answered.
 
-**Within a class** the gate keeps no per-stream state: the coordinator offers its waiting
-windows in class order and, within a class, the most behind first (the oldest `end_ms`), so a
-stream days behind is not overtaken by one a window behind (round robin would need the gate to
-remember streams; the oldest-first order needs only the coordinator's queue, e.g. a heap by
-`end_ms`, and keeps each decision here O(1)). Not yet measured against round robin.
+**Within a class** the gate keeps no per-stream state: the coordinator's queue orders the
+streams, first come, first served (streams.coordinator.admission.queue: round robin over the
+waiting streams; the most behind first was measured against it, and starved a live stream that
+slipped into CATCHUP behind a day of backfill), and keeps each decision here O(1).
 
 **Waiting is not failing.** The gate decides before a dispatch, so a window it denies is not
 dispatched: no attempt is counted and no `task_timeout_ms` deadline runs (it starts at the
