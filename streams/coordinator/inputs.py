@@ -244,7 +244,8 @@ class Inputs:
         if state is None:
             self.records.delete(stream_id)
             if self.replays is not None:
-                self.replays.delete(stream_id)
+                gone = None if record is None else record.state.config.source
+                self.replays.delete(stream_id, partition, gone)
             self.index.set(partition, stream_id, None)
             self.announcer.forget(stream_id)
             tombstone = self.views.deleted(stream_id)  # None: the engine sends it later
@@ -254,7 +255,7 @@ class Inputs:
             return
         if state.deleted_ms is not None:  # just deleted (or a wake of a deleted one)
             if self.replays is not None:
-                self.replays.delete(stream_id)
+                self.replays.delete(stream_id, partition, state.config.source)
             announcer.ended(stream_id)
         if record is None or (record.state is not state and record.state.deleted_ms is not None):
             record = Record.new(state)  # created, or created again after a delete
@@ -364,7 +365,7 @@ class Inputs:
             raise InvalidInput("stream_id", ended_reason(record.state))
         if self.replays is None:
             raise InvalidInput("type", "replay is not enabled on this coordinator")
-        rejected = self.replays.request(record.state, replay, now_ms)
+        rejected = self.replays.request(record.state, replay, now_ms, partition)
         if rejected is not None:
             raise InvalidInput("replay", rejected)
         self.reindex(partition, record)
@@ -377,7 +378,7 @@ class Inputs:
             sid = result.stream_id
             self.apply(partition, sid, record, Decision(record.state), now_ms, announce_now=True)
 
-        decision = self.replays.on_result(record.state, result, now_ms, announce_live)
+        decision = self.replays.on_result(record.state, result, now_ms, announce_live, partition)
         if decision is None:
             return False
         if decision.rejected is not None:

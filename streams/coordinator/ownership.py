@@ -259,7 +259,7 @@ class Ownership:
                 send_all(self.inputs.emitter, [tombstone])
             return
         if self.replays is not None:
-            self.replays.advance(record.state, now_ms, expire)  # the grace covers replays too
+            self.replays.advance(record.state, now_ms, expire, partition)  # grace covers it too
         state = record.state
         hold_ms = 0
         if self.health is not None:
@@ -301,6 +301,7 @@ class Ownership:
         owned = self.owned_by(partitions)
         # Replays first: the scavenger's entry of a stream needs its oldest listed window.
         busy = [] if self.replays is None else self.replays.rebuild(owned)
+        replaying = set(busy)
         count = 0
         backlog: dict[str, int] = {}  # per source, its streams due at the rebuild: paced
         # Records past what the cache holds may be indexed from their stored summaries (the
@@ -323,6 +324,9 @@ class Ownership:
                 self.health.note_counts(p, stream_id, summary.source, summary.failing, summary.held)
             if self.admission is not None and summary.source is not None:
                 self.admission.note_rebuilt(p, stream_id, summary.source, summary.in_flight, now_ms)
+                if stream_id in replaying and self.replays is not None:  # its replays in flight
+                    flying = self.replays.flying(stream_id)
+                    self.admission.replays_rebuilt(p, summary.source, flying)
                 if summary.wake_ms is not None and summary.wake_ms <= now_ms:
                     backlog[summary.source] = backlog.get(summary.source, 0) + 1
             if record is not None and self.announcer.reannounce(record, now_ms):

@@ -165,6 +165,8 @@ class Processor:
             else Admission(source_limits, self._wake)
         )
         self._inputs.admission = self._ownership.admission = self.admission
+        if self.replays is not None:
+            self.replays.admission = self.admission
         if self.admission is not None:
             admission = self.admission
             self._metrics.registry.register(

@@ -23,10 +23,11 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import orjson
 
+from streams.coordinator.admission.ledger import replay_flights
 from streams.coordinator.ports import Emitter, StateStore
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.core import (
@@ -40,11 +41,14 @@ from streams.core import (
     StreamState,
 )
 from streams.core import replay as lane
-from streams.core.lanes import lane_of
+from streams.core.lanes import Lane, lane_of
 from streams.core.retention import expire_bypasses, oldest_bypass_ms
 from streams.errors import InvalidInput
 from streams.topics import Topics
 from streams.wire import bypassed_key, encode_bypassed, encode_commit, encode_task
+
+if TYPE_CHECKING:
+    from streams.coordinator.admission import Admission
 
 # A message's delivery callbacks: (on_delivered, on_failed).
 Watch: TypeAlias = tuple[Callable[[], None], Callable[[], None]]
@@ -53,6 +57,8 @@ log = logging.getLogger("streams.coordinator")
 
 
 class ReplayLane:
+    admission: Admission | None = None  # the gate before each dispatch (set by the Processor)
+
     def __init__(
         self,
         topics: Topics,
@@ -74,6 +80,9 @@ class ReplayLane:
         # When each owned stream's oldest listed window (not being replayed) was bypassed: what
         # the scavenger needs to know when its retention ends, without reading the table.
         self._oldest: dict[str, int] = {}
+        # Streams whose replays wait for admission: since when, and the last decision's asks.
+        self._waiting_ms: dict[str, int] = {}
+        self._asked: _Asked | None = None
 
     def busy(self, stream_id: str) -> bool:
         return stream_id in self._busy
@@ -83,7 +92,19 @@ class ReplayLane:
         if stream_id not in self._busy:
             return None
         state = self._load(stream_id)
-        return None if state is None else lane.next_due_ms(state, live, self.concurrency)
+        if state is None:
+            return None
+        due_ms = lane.next_due_ms(state, live, self.concurrency)
+        if due_ms != 0 or stream_id not in self._waiting_ms:
+            return due_ms
+        # Parked: admission wakes it when its source has room (its deadlines still count).
+        deadlines = [w.deadline_ms for w in state.listed if w.attempt]
+        return min(deadlines) if deadlines else None
+
+    def flying(self, stream_id: str) -> int:
+        """How many of the stream's replays are in flight (for a rebuild's counts)."""
+        state = self._load(stream_id)
+        return 0 if state is None else state.in_flight
 
     def oldest_bypass_ms(self, stream_id: str) -> int | None:
         return self._oldest.get(stream_id)
@@ -116,15 +137,20 @@ class ReplayLane:
         self.stats["bypasses_expired"] += len(expired)
         return len(expired)
 
-    def request(self, live: StreamState, replay: Replay, now_ms: int) -> str | None:
+    def request(
+        self, live: StreamState, replay: Replay, now_ms: int, partition: int = 0
+    ) -> str | None:
         """Start a replay; return a rejection reason, or None."""
         state = self._load(replay.stream_id)
         if state is None:
             return f"no bypassed window of {replay.stream_id!r} is listed"
-        decision = lane.request(state, live, replay.from_ms, replay.to_ms, self.concurrency, now_ms)
+        before = replay_flights(state)
+        decision = lane.request(state, live, replay.from_ms, replay.to_ms, self.concurrency,
+                                now_ms, self._gate(live))  # fmt: skip
         if decision.rejected is None:
             self.stats["replays_requested"] += 1
             self._emit(state, live, decision, now_ms)
+            self._counted(partition, live, before, state, now_ms)
         return decision.rejected
 
     def on_result(
@@ -133,6 +159,7 @@ class ReplayLane:
         result: Result,
         now_ms: int,
         announce_live: Callable[[], None],
+        partition: int = 0,
     ) -> ReplayDecision | None:
         """Handle a result if it belongs to the replay lane (None: it is the live lane's).
 
@@ -141,14 +168,18 @@ class ReplayLane:
         state = self._load(result.stream_id) if result.stream_id in self._busy else None
         if state is None or lane_of(state, result) == "live":
             return None
-        decision = lane.on_result(state, live, result, self.concurrency, now_ms)
+        before = replay_flights(state)
+        decision = lane.on_result(state, live, result, self.concurrency, now_ms, self._gate(live))
         if decision is not None and decision.rejected is None and decision.ignored is None:
             if any(w.end_ms > live.announced_ms for w in decision.replayed):
                 announce_live()
             self._emit(state, live, decision, now_ms)
+            self._counted(partition, live, before, state, now_ms)
         return decision
 
-    def advance(self, live: StreamState, now_ms: int, expire: bool = True) -> None:
+    def advance(
+        self, live: StreamState, now_ms: int, expire: bool = True, partition: int = 0
+    ) -> None:
         """Time-driven work: the outbox settled, deadlines (unless `expire` is False: the
         takeover grace) and dispatches."""
         stream_id = live.config.stream_id
@@ -157,17 +188,26 @@ class ReplayLane:
         state = self._load(stream_id)
         if state is not None:
             settled = self.announcer.settle(state, live.announced_ms, now_ms)
-            decision = lane.advance(state, live, self.concurrency, now_ms, expire)
+            before = replay_flights(state)
+            decision = lane.advance(state, live, self.concurrency, now_ms, expire,
+                                    self._gate(live))  # fmt: skip
             if decision.tasks or decision.relisted:
                 self._emit(state, live, decision, now_ms)
             elif settled:
                 self._save(state)
+            self._counted(partition, live, before, state, now_ms)
 
-    def delete(self, stream_id: str) -> None:
-        """Forget a deleted stream's bypassed windows, on `bypassed` too (tombstones)."""
+    def delete(self, stream_id: str, partition: int = 0, source: str | None = None) -> None:
+        """Forget a deleted stream's bypassed windows, on `bypassed` too (tombstones), and its
+        replays in flight (`source`: what admission counted them against)."""
         self._busy.discard(stream_id)
         self._oldest.pop(stream_id, None)
+        self._waiting_ms.pop(stream_id, None)
         state = self._load(stream_id)
+        if self.admission is not None and source is not None:
+            self.admission.replay_waiting(partition, stream_id, source, 0, None)
+            if state is not None and state.in_flight:
+                self.admission.replayed(partition, source, replay_flights(state), None, 0)
         if state is None:
             return
         for window in state.listed:
@@ -199,8 +239,33 @@ class ReplayLane:
     def reset(self) -> None:
         """Forget what is in memory; `rebuild` finds it again from the store."""
         self._busy = set()
+        self._waiting_ms = {}
         self.announcer.reset()
         self._oldest = {}
+
+    def _gate(self, live: StreamState) -> _Asked | None:
+        """The gate for one decision of the stream's lane (None: nothing is gated)."""
+        if self.admission is None or live.config.source is None:
+            self._asked = None
+        else:
+            since_ms = self._waiting_ms.get(live.config.stream_id)
+            self._asked = _Asked(self.admission, since_ms)
+        return self._asked
+
+    def _counted(self, partition: int, live: StreamState, before: dict[int, int],
+                 state: ReplayState, now_ms: int) -> None:  # fmt: skip
+        """Tell admission what the decision dispatched, what was answered and what waits."""
+        source = live.config.source
+        asked, self._asked = self._asked, None
+        if self.admission is None or source is None or asked is None:
+            return
+        self.admission.replayed(partition, source, before, state, now_ms)
+        stream_id = live.config.stream_id
+        if asked.denied:
+            self._waiting_ms.setdefault(stream_id, now_ms)
+        else:
+            self._waiting_ms.pop(stream_id, None)
+        self.admission.replay_waiting(partition, stream_id, source, asked.denied, asked.first)
 
     def _emit(
         self, state: ReplayState, live: StreamState, decision: ReplayDecision, now_ms: int
@@ -297,3 +362,28 @@ class ReplayAnnouncer:
             send(self.topics.bypassed, tombstone, None, *(watch((window,)) if watch else ()))
         commit = encode_commit(Commit(stream_id, mark_ms, mark_ms, now_ms, windows))
         send(self.topics.commits, stream_id.encode(), commit, *(watch(windows) if watch else ()))
+
+
+class _Asked:
+    """Admission as one decision of a stream's replay lane asks it (streams.core.gate): counts
+    the windows denied, and the place of the first in its source's queue (since when the
+    stream's replays wait: `since_ms`, now if they did not)."""
+
+    __slots__ = ("_admission", "_since_ms", "denied", "first")
+
+    def __init__(self, admission: Admission, since_ms: int | None) -> None:
+        self._admission = admission
+        self._since_ms = since_ms
+        self.denied = 0
+        self.first: tuple[int, int] | None = None
+
+    def admit(
+        self, state: StreamState, start_ms: int, end_ms: int, lane: Lane, now_ms: int
+    ) -> bool:
+        since_ms = now_ms if self._since_ms is None else self._since_ms
+        if self._admission.admit_replay(state, end_ms, since_ms, now_ms):
+            return True
+        self.denied += 1
+        if self.first is None:
+            self.first = (since_ms, end_ms)
+        return False

@@ -18,6 +18,7 @@ from streams.coordinator.processor import Processor
 from streams.coordinator.record import Record
 from streams.core import OutagePolicy
 from streams.core.admission import SourceLimits
+from streams.core.replay import replay_from_dict
 from streams.wire import HealthMessage, decode_health, decode_view
 
 from .fakes import T0, Driver, InMemoryStore, ack, delivery, nack
@@ -26,11 +27,15 @@ SECOND_MS = 1_000
 
 
 def gated(
-    limits: Mapping[str, SourceLimits], partitions: int = 6, store: InMemoryStore | None = None
+    limits: Mapping[str, SourceLimits],
+    partitions: int = 6,
+    store: InMemoryStore | None = None,
+    replay_store: InMemoryStore | None = None,
 ) -> Driver:
     """A driver whose Processor admits by `limits`, with a `health` view made of the entries it
-    published itself (one coordinator owning every partition); `store`: a restart's."""
-    d = Driver(store=store, partitions=partitions)
+    published itself (one coordinator owning every partition); `store` and `replay_store`: a
+    restart's."""
+    d = Driver(store=store, partitions=partitions, replay_store=replay_store)
 
     def view() -> dict[bytes, HealthMessage]:
         latest: dict[bytes, HealthMessage] = {}
@@ -186,15 +191,23 @@ def test_a_stream_waiting_for_its_source_says_so_in_its_view_and_in_the_cli_tabl
     assert text.plain == "catching up, waiting for its source"
 
 
-def _flying_in_store(d: Driver) -> dict[str, int]:
-    """Per source, the windows in flight in every stored state (the truth the gates count)."""
+def _flying_in_store(d: Driver, replays: bool = False) -> dict[str, int]:
+    """Per source, the windows in flight in every stored state (the truth the gates count);
+    `replays`: the replay lane's too, counted against its stream's source."""
     out: dict[str, int] = {}
+    sources: dict[str, str] = {}
     for raw in d.store.snapshot().values():
         state = Record.decode(raw).state
         source = state.config.source
         if source is None or state.deleted_ms is not None:
             continue
+        sources[state.config.stream_id] = source
         out[source] = out.get(source, 0) + sum(w.in_flight for w in state.windows)
+    if replays:
+        for stream_id, raw in d.replay_store.snapshot().items():
+            if stream_id in sources:
+                flying = replay_from_dict(json.loads(raw)).in_flight
+                out[sources[stream_id]] = out.get(sources[stream_id], 0) + flying
     return {source: n for source, n in out.items() if n}
 
 
@@ -207,7 +220,8 @@ def test_the_counts_are_the_flights_in_the_states_whatever_happens(
 ) -> None:
     """Random answers, timeouts, deletes, a stream moved to another source, pauses: after every
     step each gate's in-flight count is what the stored states have in flight, and within the
-    cap until a stream moves (its tasks in flight count against its new source from then)."""
+    cap until a stream moves (its tasks in flight count against its new source from then).
+    (With replays: tests/coordinator/test_admission_replays.py.)"""
     d = gated({"S": SourceLimits("S", max_in_flight=4), "T": SourceLimits("T", max_in_flight=3)})
     now_ms = T0 + 5 * 60 * SECOND_MS + 500
     streams = [f"s-{i}" for i in range(6)]

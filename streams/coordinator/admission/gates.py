@@ -33,8 +33,9 @@ The rules are the core's; this module counts and wakes:
   due (a restart with a backlog), the source's gate starts a slow start
   (streams.core.admission.pacing).
 
-The replay lane is not gated: replays keep their own concurrency per stream
-(`replay_concurrency`), and are not counted against a source's limits.
+The replay lane is gated too, as REPLAY, the last class: its windows count against the source's
+limits (streams.coordinator.replays counts them, and says how many wait), queue and are woken as
+the live lane's are, and keep their own concurrency per stream (`replay_concurrency`) as well.
 """
 
 from __future__ import annotations
@@ -43,11 +44,23 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from streams.coordinator.admission.ledger import Ledger
-from streams.core.admission import Shares, SourceGate, SourceLimits, classify
+from streams.core.admission import (
+    CATCHUP,
+    LIVE,
+    REPLAY,
+    Class,
+    Shares,
+    SourceGate,
+    SourceLimits,
+    classify,
+)
 from streams.core.lanes import Lane
 from streams.core.model import StreamState
+from streams.core.replay import ReplayState
 
 log = logging.getLogger("streams.coordinator")
+
+_CLASSES = (LIVE, CATCHUP, REPLAY)
 
 # How often a source with waiters is woken even when no answer freed room: a floor on liveness
 # (a parked stream is asked again within this), not the usual path.
@@ -72,7 +85,8 @@ class Admission:
         self._shares: dict[str, Shares] = {}
         self.ledger = Ledger(self._gate_of)
         self._pump_ms: dict[str, int] = {}  # source -> when to wake its waiters
-        self._invited: set[str] = set()  # woken by the pump, not decided since: see `pump`
+        # (stream, class) woken by the pump, not decided since: see `pump`
+        self._invited: set[tuple[str, Class]] = set()
         self._floor_ms = 0
         self._now_ms = 0  # of the last call that gave one (a gate made by the ledger)
         self.dispatched: dict[str, int] = {}  # source -> dispatches admitted (a counter)
@@ -89,20 +103,48 @@ class Admission:
         gate = self.gates.get(source) or self._gate(source, now_ms)
         self._now_ms = now_ms
         klass = classify(end_ms, now_ms - config.delay_ms, config.window_ms, lane)
-        queue = self.ledger.queue
+        if lane == "replay":
+            return self.admit_replay(state, end_ms, now_ms, now_ms)
         stream_id = config.stream_id
-        if source in queue.sources():
-            invited = self._invited
-            if stream_id in invited:
-                invited.discard(stream_id)  # one window skips the queue, not the others
-            elif queue.ahead(source, klass, _place(state, start_ms, end_ms, now_ms), stream_id):
-                self._pump_ms[source] = now_ms  # the slot, if any, is theirs: wake them
-                return False
-        if not gate.admit(klass, now_ms):
+        place = _place(state, start_ms, end_ms, now_ms)
+        if self._queued(source, klass, place, stream_id, now_ms) or not gate.admit(klass, now_ms):
             return False
         self.ledger.admitted(stream_id, start_ms, klass)
         self.dispatched[source] = self.dispatched.get(source, 0) + 1
         return True
+
+    def admit_replay(self, state: StreamState, end_ms: int, since_ms: int, now_ms: int) -> bool:
+        """The replay lane's dispatch of a window ending at `end_ms`, whose stream's replays
+        wait since `since_ms`: REPLAY, the last class (its lane counts its own flights:
+        `replayed`)."""
+        source = state.config.source
+        if source is None:
+            return True
+        gate = self.gates.get(source) or self._gate(source, now_ms)
+        self._now_ms = now_ms
+        place = (since_ms, end_ms)
+        if self._queued(source, REPLAY, place, state.config.stream_id, now_ms):
+            return False
+        if not gate.admit(REPLAY, now_ms):
+            return False
+        self.dispatched[source] = self.dispatched.get(source, 0) + 1
+        return True
+
+    def _queued(
+        self, source: str, klass: Class, place: tuple[int, int], stream_id: str, now_ms: int
+    ) -> bool:
+        """Whether the window waits behind another stream in its class (the queue)."""
+        queue = self.ledger.queue
+        if source not in queue.sources():
+            return False
+        invited = self._invited
+        if (stream_id, klass) in invited:
+            invited.discard((stream_id, klass))  # one window skips the queue, not the others
+            return False
+        if queue.ahead(source, klass, place, stream_id):
+            self._pump_ms[source] = now_ms  # the slot, if any, is theirs: wake them
+            return True
+        return False
 
     # -- counting (streams.coordinator.admission.ledger) ---------------------------------
 
@@ -113,13 +155,35 @@ class Admission:
     def note(self, partition: int, stream_id: str, state: StreamState | None, now_ms: int) -> None:
         """The stream's state after a decision (None: gone)."""
         self._now_ms = now_ms
-        if self._invited:
-            self._invited.discard(stream_id)  # its wake is spent
+        if self._invited:  # its wake is spent
+            for klass in _CLASSES:
+                self._invited.discard((stream_id, klass))
         ledger = self.ledger
         ledger.note(partition, stream_id, state, now_ms)
         if ledger.freed:
             for source in ledger.take_freed():
                 self._pump_ms[source] = now_ms  # room was freed: wake its waiters
+
+    def replayed(self, partition: int, source: str, before: dict[int, int],
+                 state: ReplayState | None, now_ms: int) -> None:  # fmt: skip
+        """A decision of a stream's replay lane (streams.coordinator.replays): its flights as
+        loaded (`before`) and its state as decided (None: deleted)."""
+        self._now_ms = now_ms
+        ledger = self.ledger
+        ledger.replayed(partition, source, before, state)
+        if ledger.freed:
+            for freed in ledger.take_freed():
+                self._pump_ms[freed] = now_ms
+
+    def replay_waiting(self, partition: int, stream_id: str, source: str, count: int,
+                       place: tuple[int, int] | None) -> None:  # fmt: skip
+        """After a decision of the stream's replay lane: how many of its replays wait, and the
+        first one's place; the pump wakes it when REPLAY has room."""
+        self.ledger.replay_waiting(partition, stream_id, source, count, place)
+
+    def replays_rebuilt(self, partition: int, source: str, in_flight: int) -> None:
+        """A rebuilt partition's stream with replays in flight."""
+        self.ledger.replays_rebuilt(partition, source, in_flight)
 
     def note_rebuilt(self, partition: int, stream_id: str, source: str | None, in_flight: int,
                      now_ms: int) -> None:  # fmt: skip
@@ -185,11 +249,11 @@ class Admission:
             # one woken finds its slot, whatever that order.
             waits = self.ledger.waits
             admitted = gate.admissible(queue.counts(source), now_ms)
-            for klass in (0, 1, 2):
+            for klass in _CLASSES:
                 if not admitted[klass]:
                     continue
                 for stream_id in queue.best(source, klass, admitted[klass]):
-                    self._invited.add(stream_id)
+                    self._invited.add((stream_id, klass))
                     self._wake(waits[stream_id].partition, stream_id, now_ms)
 
     # -- shares ----------------------------------------------------------------------------

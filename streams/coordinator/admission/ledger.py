@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from streams.coordinator.admission.queue import Places, WaitQueue
-from streams.core.admission import CATCHUP, Class, SourceGate, classify
+from streams.core.admission import CATCHUP, REPLAY, Class, SourceGate, classify
 from streams.core.model import StreamState
+from streams.core.replay import ReplayState
 
 Flight = tuple[int, int, Class]  # start_ms, attempt, class
 Key = tuple[int, str]  # partition, source
@@ -51,6 +52,11 @@ def flights(state: StreamState | None) -> tuple[Flight, ...]:
             klass = classify(w.end_ms, live_ms, config.window_ms, "live")
             out.append((w.start_ms, w.attempt, klass))
     return tuple(out)
+
+
+def replay_flights(state: ReplayState) -> dict[int, int]:
+    """The replay lane's windows in flight: start_ms -> attempt."""
+    return {w.start_ms: w.attempt for w in state.listed if w.attempt}
 
 
 def succeeded(state: StreamState, start_ms: int) -> bool:
@@ -99,7 +105,9 @@ class Ledger:
         self._waiting: dict[Key, int] = {}  # windows waiting (and streams standing by)
         self._rebuilt: dict[str, tuple[str, int, int]] = {}  # stream -> source, partition, n
         self._dispatched: dict[Key, int] = {}  # tasks dispatched (a counter)
-        self.queue = WaitQueue()  # the waiting streams by class, most behind first
+        self.queue = WaitQueue()  # the waiting streams by class, first come first served
+        # stream -> partition, source, windows and place of its replays waiting (REPLAY)
+        self._replay_waits: dict[str, tuple[int, str, int, tuple[int, int] | None]] = {}
         self.freed: set[str] = set()  # sources whose flights ended since the last `take_freed`
 
     # -- a decision ------------------------------------------------------------------------
@@ -163,6 +171,30 @@ class Ledger:
                          now_ms)  # fmt: skip
         self._loaded = (stream_id, source, after)
 
+    def replayed(self, partition: int, source: str, before: dict[int, int],
+                 state: ReplayState | None) -> None:  # fmt: skip
+        """A decision of the stream's replay lane: `before`, its flights as loaded
+        (`replay_flights`); `state` as decided (None: gone, with its flights unanswered). A
+        flight gone was answered: a success when its window is no longer listed (replayed)."""
+        after = {} if state is None else replay_flights(state)
+        for start_ms, attempt in before.items():
+            if after.get(start_ms) != attempt:
+                if state is None:
+                    self._end(partition, source, REPLAY, None)
+                else:
+                    listed = any(w.start_ms == start_ms for w in state.listed)
+                    self._end(partition, source, REPLAY, not listed)
+        for start_ms, attempt in after.items():
+            if before.get(start_ms) != attempt:
+                self._tally(partition, source, REPLAY, 1)  # the gate counted it at its admit
+                key = (partition, source)
+                self._dispatched[key] = self._dispatched.get(key, 0) + 1
+
+    def replays_rebuilt(self, partition: int, source: str, in_flight: int) -> None:
+        """A rebuilt partition's stream with `in_flight` replays (its replay state)."""
+        if in_flight:
+            self._count(partition, source, REPLAY, in_flight)
+
     def rebuilt(self, partition: int, stream_id: str, source: str, in_flight: int) -> None:
         """A stream of a rebuilt partition, from its stored summary: `in_flight` windows of
         unknown class, counted as CATCHUP until its first decision."""
@@ -181,6 +213,8 @@ class Ledger:
                 _uncount(gate, Class(klass), counts[klass])
         for stream_id in [s for s, w in self.waits.items() if w.partition in gone]:
             self._set_wait(stream_id, None)
+        for stream_id in [s for s, r in self._replay_waits.items() if r[0] in gone]:
+            del self._replay_waits[stream_id]
         for stream_id in [s for s, r in self._rebuilt.items() if r[1] in gone]:
             del self._rebuilt[stream_id]
         for key in [k for k in self._dispatched if k[0] in gone]:
@@ -192,6 +226,7 @@ class Ledger:
         self.forget({k[0] for k in self._flying} | {w.partition for w in self.waits.values()})
         self._admitted.clear()
         self._rebuilt.clear()
+        self._replay_waits.clear()
 
     def demand(self, partition: int, source: str) -> int:
         """In-flight plus waiting windows of `source` in `partition`, as counted here."""
@@ -275,6 +310,9 @@ class Ledger:
                 place = places[klass]
                 if place is None or (since_ms, window.end_ms) < place:
                     places[klass] = (since_ms, window.end_ms)
+        replay = self._replay_waits.get(stream_id)
+        if replay is not None and replay[1] == source:  # the REPLAY class: its replay lane's
+            counts[2], places[2] = replay[2], replay[3]
         waiting = bool(counts[0] or counts[1] or counts[2])
         if not waiting and standing_by(state, gate, now_ms):
             counts[0] = 1  # standing by: its next window is due soon, as LIVE
@@ -285,9 +323,33 @@ class Ledger:
             queued = (places[0], places[1], places[2]) if waiting else None
             self._set_wait(stream_id, Wait(source, partition, waits, queued))
 
+    def replay_waiting(self, partition: int, stream_id: str, source: str, count: int,
+                       place: tuple[int, int] | None) -> None:  # fmt: skip
+        """After a decision of the stream's replay lane: `count` replay windows wait for
+        admission, the first at `place` (streams.coordinator.admission.queue), as REPLAY."""
+        if count:
+            self._replay_waits[stream_id] = (partition, source, count, place)
+        else:
+            self._replay_waits.pop(stream_id, None)
+        old = self.waits.get(stream_id)
+        if old is None or old.source != source:
+            live_counts: tuple[int, int] = (0, 0)
+            live_places: tuple[tuple[int, int] | None, ...] = (None, None)
+        else:
+            live_counts = (old.counts[0], old.counts[1])
+            live_places = (None, None) if old.places is None else old.places[:2]
+        counts = (live_counts[0], live_counts[1], count)
+        if not (counts[0] or counts[1] or counts[2]):
+            self._set_wait(stream_id, None)
+            return
+        queued = (live_places[0], live_places[1], place if count else None)
+        places = None if queued == (None, None, None) else queued
+        self._set_wait(stream_id, Wait(source, partition, counts, places))
+
     def drop_wait(self, stream_id: str) -> None:
         """The stream's decision failed: it leaves the queue (a stream that raises at each
         decision must not hold its class back; its retry asks the gate again)."""
+        self._replay_waits.pop(stream_id, None)
         self._set_wait(stream_id, None)
 
     def _set_wait(self, stream_id: str, wait: Wait | None) -> None:
