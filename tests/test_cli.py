@@ -360,6 +360,22 @@ def test_update_pause_resume_and_delete(cli: Cli) -> None:
     wait_for("the delete", lambda: s not in {d["stream_id"] for d in cli.json("streams", "list")})
 
 
+def test_create_paused_dispatches_nothing_until_resumed(cli: Cli) -> None:
+    """A stream created --paused, whose windows are due, shows as paused and gets no task until
+    it is resumed; then its windows go out and commit (the Cli's coordinator and responder)."""
+    s = sid()
+    sent = cli.json("streams", "create", s, "--start", "now-3m", "--window", "1m", "--paused")
+    assert sent["sent"]["paused"] is True
+    shown = wait_for("the stream's view", lambda: cli.shown(s))
+    assert shown["paused"] and shown["state"] == "paused"
+    time.sleep(2)  # ticks come every second: a paused stream dispatches nothing meanwhile
+    still = cli.shown(s)
+    assert still["attempt"] == 0 and still["downstream_ms"] == shown["downstream_ms"]
+    cli.ok("streams", "resume", s)
+    before_ms = shown["downstream_ms"]
+    wait_for("its windows to commit", lambda: cli.shown(s)["downstream_ms"] > before_ms)
+
+
 def test_a_stream_of_a_pipeline_makes_its_topic_and_shows_its_pipeline(cli: Cli) -> None:
     s = sid("piped")
     start = now_ms() + 10 * MIN  # nothing is due: the topic comes from the CLI, not a task

@@ -731,6 +731,7 @@ def test_each_control_round_trips() -> None:
     config = StreamConfig("cluster-a", T0, retry=Exponential(1000, 2.0, 60_000, 0.1))
     for control in (
         Upsert(config),
+        Upsert(config, paused=True),
         Pause("cluster-a"),
         Resume("cluster-a"),
         Delete("cluster-a"),

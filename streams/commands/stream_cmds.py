@@ -132,6 +132,13 @@ def create(
     bypass_retention: BypassRetention = None,
     source: Source = None,
     pipeline: PipelineOpt = None,
+    paused: Annotated[
+        bool,
+        typer.Option(
+            "--paused",
+            help="create it paused: nothing is dispatched until `tidemark streams resume`",
+        ),
+    ] = False,
     output: OutputOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     prefix: PrefixOpt = None,
@@ -158,7 +165,7 @@ def create(
         )
     check_registered_params(env, config)
     _ensure_tasks_topic(env, config)
-    _upsert(env, config, "created")
+    _upsert(env, config, "created paused" if paused else "created", paused)
 
 
 @app.command()
@@ -373,8 +380,8 @@ def _control(env: CliEnv, control: Pause | Resume | Delete, done: str) -> None:
     _report(env, value, f"{done} stream {control.stream_id!r}")
 
 
-def _upsert(env: CliEnv, config: dict[str, Any], done: str) -> None:
-    value = _send(env, Upsert(config_from_dict(config)))
+def _upsert(env: CliEnv, config: dict[str, Any], done: str, paused: bool = False) -> None:
+    value = _send(env, Upsert(config_from_dict(config), paused=paused))
     pipeline = config.get("pipeline")
     _report(
         env,

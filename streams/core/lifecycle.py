@@ -108,7 +108,8 @@ def apply_control(
     An Upsert of an existing stream replaces its config; `config.start_ms` is then ignored, because
     progress never moves (neither backwards nor forwards) on a config change. The new config applies
     to windows generated afterwards: windows never dispatched are dropped and regenerated, while
-    dispatched ones keep their bounds. The paused flag is kept.
+    dispatched ones keep their bounds. The paused flag is kept; a stream created paused
+    (`Upsert.paused`) dispatches nothing until resumed.
     """
     if type(now_ms) is not int:
         return Decision(state, rejected="now_ms must be an integer")
@@ -120,6 +121,7 @@ def apply_control(
             origin = config.start_ms - config.start_ms % config.step_ms
             incarnation = incarnation_of(config, now_ms)
             state = StreamState(config, origin, origin, origin, incarnation=incarnation)
+            state.paused = control.paused is True
         elif config.stream_id != state.config.stream_id:
             return Decision(state, rejected="stream_id does not match the stream")
         else:

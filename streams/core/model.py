@@ -276,9 +276,11 @@ class BypassRecord:
 
 @dataclass(frozen=True, slots=True)
 class Upsert:
-    """Create a stream, or replace its config (see `apply_control`)."""
+    """Create a stream, or replace its config (see `apply_control`); `paused`: a stream created
+    by it starts paused (an existing stream keeps its paused flag)."""
 
     config: StreamConfig
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)

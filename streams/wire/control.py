@@ -32,9 +32,14 @@ from streams.wire.sources import (
 
 
 class UpsertControl(ConfigModel):
-    """Create a stream or change its config (start_ms only applies on creation)."""
+    """Create a stream or change its config (start_ms and paused only apply on creation)."""
 
     type: Literal["upsert"]
+    paused: bool = Field(
+        default=False,
+        description="create the stream paused: nothing is dispatched until a resume "
+        "(ignored for a stream that exists: its paused flag is kept)",
+    )
 
 
 class StreamControl(Wire):
@@ -74,7 +79,7 @@ def decode_control(raw: bytes | None) -> Control | Replay | SourceControl:
     # integer beyond 2**53 (orjson refuses past 2**64), a bounded size and depth.
     check_params(msg.params)
     # The core applies the semantic rules (window_ms a multiple of step_ms, ...).
-    return Upsert(config_from_dict(msg.model_dump()))
+    return Upsert(config_from_dict(msg.model_dump()), paused=msg.paused)
 
 
 def encode_control(control: Control | Replay | SourceControl) -> bytes:
@@ -84,6 +89,8 @@ def encode_control(control: Control | Replay | SourceControl) -> bytes:
         value = source_control_dict(control)
     elif isinstance(control, Upsert):
         value = {"type": "upsert", **config_to_dict(control.config)}
+        if control.paused:  # only when set: what an older coordinator reads stays the same
+            value["paused"] = True
     elif isinstance(control, Replay):
         value = {
             "type": "replay",

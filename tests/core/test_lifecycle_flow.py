@@ -157,6 +157,20 @@ def test_pause_stops_dispatch_but_results_and_deadlines_are_still_processed() ->
     assert (only(decision).start_ms, only(decision).end_ms) == (at(10, 1), at(10, 2))
 
 
+def test_a_stream_created_paused_dispatches_nothing_until_resumed() -> None:
+    decision = apply_control(None, Upsert(config(), paused=True), at(10, 5))
+    state = decision.state
+    assert state is not None and state.paused and decision.tasks == ()
+    assert advance(state, at(10, 9)).tasks == () and next_due_ms(state) is None
+    # An upsert of the existing stream keeps its flag, whatever it says.
+    apply_control(state, Upsert(config(window_ms=120_000, step_ms=60_000)), at(10, 9))
+    assert state.paused
+    resumed = apply_control(state, Resume("cluster-a"), at(10, 9))
+    assert not state.paused and resumed.tasks
+    assert apply_control(state, Upsert(config(), paused=True), at(10, 9)).rejected is None
+    assert not state.paused  # paused only applies on creation
+
+
 def test_pause_and_resume_are_idempotent() -> None:
     state, _ = started(at(10, 0))
     apply_control(state, Pause("cluster-a"), at(10, 0))
