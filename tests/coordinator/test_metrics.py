@@ -125,18 +125,35 @@ def test_dispatch_delay_is_measured_from_the_due_time_of_each_attempt() -> None:
     d.tick(at(10, 1, 5, 250))  # due at end_ms + delay_ms = 10:01:05
     (task,) = d.tasks()
     histogram = "tidemark_dispatch_delay_seconds"
-    assert value(d, f"{histogram}_count") == 1
-    assert value(d, f"{histogram}_sum") == pytest.approx(0.25)
+    live = {"class": "live"}
+    assert value(d, f"{histogram}_count", **live) == 1
+    assert value(d, f"{histogram}_sum", **live) == pytest.approx(0.25)
 
     d.result(nack(task), at(10, 1, 6))  # the retry is due 500 ms later
     d.tick(at(10, 1, 6, 400))
-    assert value(d, f"{histogram}_count") == 1
+    assert value(d, f"{histogram}_count", **live) == 1
     d.tick(at(10, 1, 7, 100))
     assert [t["attempt"] for t in d.tasks()] == [1, 2]
-    assert value(d, f"{histogram}_count") == 2
-    assert value(d, f"{histogram}_sum") == pytest.approx(0.25 + 0.6)
-    assert value(d, f"{histogram}_bucket", le="0.5") == 1
-    assert value(d, f"{histogram}_bucket", le="1.0") == 2
+    assert value(d, f"{histogram}_count", **live) == 2
+    assert value(d, f"{histogram}_sum", **live) == pytest.approx(0.25 + 0.6)
+    assert value(d, f"{histogram}_bucket", le="0.5", **live) == 1
+    assert value(d, f"{histogram}_bucket", le="1.0", **live) == 2
+    assert value(d, f"{histogram}_count", **{"class": "catchup"}) == 0
+
+
+def test_catching_up_windows_are_measured_apart_from_live_ones() -> None:
+    """A stream created an hour back: its old windows are late by up to an hour, and count as
+    catching up; its newest window, dispatched when due, counts as live."""
+    d = driver()
+    d.upsert(SID, at(11, 0, 30), start_ms=at(10, 0), max_in_flight=100)
+    d.assign(SID)
+    d.tick(at(11, 0, 30))
+    histogram = "tidemark_dispatch_delay_seconds"
+    catchup = {"class": "catchup"}
+    assert value(d, f"{histogram}_count", **catchup) == 59  # (10:00, 10:01] to (10:58, 10:59]
+    assert value(d, f"{histogram}_bucket", le="60.0", **catchup) == 0  # each over a minute late
+    assert value(d, f"{histogram}_count", **{"class": "live"}) == 1  # (10:59, 11:00], 30 s late
+    assert value(d, f"{histogram}_sum", **{"class": "live"}) == pytest.approx(30)
 
 
 def test_ack_to_commit_covers_the_coalescing_interval() -> None:
@@ -527,7 +544,8 @@ def test_metrics_end_to_end(kafka: KafkaSettings, unique: str, tmp_path: Path) -
     assert one(m, "tidemark_requeues_total") >= 1
     # Every dispatch and commit on the topics, and a delay for every dispatch.
     assert one(m, "tidemark_tasks_dispatched_total") == len(tail.values("tasks"))
-    assert one(m, "tidemark_dispatch_delay_seconds_count") == len(tail.values("tasks"))
+    delays = sum(by_label(m, "tidemark_dispatch_delay_seconds_count", "class").values())
+    assert delays == len(tail.values("tasks"))
     assert one(m, "tidemark_commits_total") == len(tail.values("commits"))
     assert one(m, "tidemark_ack_to_commit_seconds_count") == sent["ack"]
 

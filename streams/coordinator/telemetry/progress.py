@@ -112,12 +112,27 @@ class Histogram:
         self.sum += value
 
     def family(self, name: str, documentation: str) -> HistogramMetricFamily:
-        counts, total = list(self.counts), self.sum
+        return HistogramMetricFamily(
+            name, documentation, buckets=self.buckets(), sum_value=self.sum
+        )
+
+    def buckets(self) -> list[tuple[str, float]]:
+        """The cumulative buckets, as Prometheus exposes them."""
         buckets, running = [], 0
-        for bound, count in zip((*self.bounds, float("inf")), counts, strict=True):
+        for bound, count in zip((*self.bounds, float("inf")), list(self.counts), strict=True):
             running += count
             buckets.append((bucket_label(bound), float(running)))
-        return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=total)
+        return buckets
+
+
+def labelled_family(
+    name: str, documentation: str, label: str, histograms: dict[str, Histogram]
+) -> HistogramMetricFamily:
+    """One histogram family of several series, one per value of `label`."""
+    family = HistogramMetricFamily(name, documentation, labels=[label])
+    for value, histogram in histograms.items():
+        family.add_metric([value], histogram.buckets(), histogram.sum)
+    return family
 
 
 def bucket_label(bound: float) -> str:
