@@ -25,6 +25,7 @@ from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.telemetry.lag import ConsumerLagCollector
 from streams.core import OutagePolicy
+from streams.dashboard.cli import parse_args as dashboard_args
 from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION
 from streams.topics import Topics
 from streams.worker.cli import parse_args as worker_args
@@ -225,12 +226,15 @@ def test_every_service_runs_a_real_tidemark_command() -> None:
     commands = {
         name: s["command"] for name, s in services.items() if s.get("image") == "tidemark:local"
     }
-    assert set(commands) == {"topics", "coordinator", "worker-1", "worker-2"}
+    assert set(commands) == {"topics", "coordinator", "worker-1", "worker-2", "status-page"}
     for name, argv in commands.items():
         path, rest = tidemark_command(argv)
         if path == ["worker"]:  # the worker has a parser of its own
             args = worker_args(rest)
             assert (args.pipeline, args.host) == ("synthetic", "0.0.0.0"), name
+        elif path == ["dashboard"]:  # and so has the status page
+            page = dashboard_args(rest)
+            assert (page.host, page.port) == ("0.0.0.0", 8080), name
         else:
             assert rest == [], name
         assert services[name]["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:19092"
@@ -269,6 +273,12 @@ def test_prometheus_scrapes_the_coordinator_and_worker_ports() -> None:
                for name, rest in services_running("worker").items()}  # fmt: skip
     assert targets["tidemark-worker"] == {f"{name}:{p}" for name, p in workers.items()}
     assert len(workers) == 2
+    ((page, page_argv),) = services_running("dashboard").items()
+    assert targets["tidemark-status-page"] == {f"{page}:{dashboard_args(page_argv).port}"}
+    for name in (*coordinators, *workers, page):  # each process says whether it is healthy
+        probe = " ".join(services[name]["healthcheck"]["test"])
+        assert "/health" in probe, name
+    assert services["coordinator"]["healthcheck"]["test"][-1].count(f":{port}/health") == 1
 
     prometheus = services["prometheus"]
     assert "./deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prometheus["volumes"]

@@ -83,7 +83,9 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         path, query = urlsplit(self.path)[2:4]
-        self._send(route(self.server.site, path, query))
+        response = route(self.server.site, path, query)
+        self.server.site.served(path, response.status)
+        self._send(response)
 
     def __getattr__(self, name: str) -> Any:
         # BaseHTTPRequestHandler answers 501 for a method without a do_* handler; every

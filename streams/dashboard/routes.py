@@ -1,6 +1,7 @@
 """What the status page answers at each path: `GET /`, `GET /api/state`, `GET /api/streams`
 (streams.dashboard.api), `GET /api/streams/<id>/timeline` (streams.dashboard.timeline),
-`GET /api/sources` (streams.dashboard.sources) and `GET /healthz` are the whole surface;
+`GET /api/sources` (streams.dashboard.sources), `GET /healthz` and `GET /metrics` (the page's
+own, streams.dashboard.metrics) are the whole surface;
 other paths get 404 (other methods 405, in streams.dashboard.httpd). Pure but for the site it
 asks.
 """
@@ -13,12 +14,15 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Protocol
 
+from prometheus_client import CONTENT_TYPE_LATEST
+
 from streams.dashboard import api, page, timeline
 from streams.dashboard.sources import sources_response
 from streams.dashboard.state import Snapshot, state_document
 
 HTML = "text/html; charset=utf-8"
 JSON = "application/json"
+METRICS = CONTENT_TYPE_LATEST
 
 
 class Site(Protocol):
@@ -29,6 +33,8 @@ class Site(Protocol):
     def snapshot(self) -> Snapshot: ...
     def timeline(self, path: str) -> tuple[HTTPStatus, dict[str, Any]]: ...
     def health(self, now_ms: int) -> tuple[HTTPStatus, dict[str, Any]]: ...
+    def metrics(self) -> bytes: ...
+    def served(self, path: str, status: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -65,4 +71,6 @@ def route(site: Site, path: str, query: str) -> Response:
         return json_response(*site.timeline(path))
     if path == "/healthz":
         return json_response(*site.health(site.clock()))
+    if path == "/metrics":
+        return Response(HTTPStatus.OK, site.metrics(), METRICS)
     return json_response(HTTPStatus.NOT_FOUND, {"error": "not found"})

@@ -17,6 +17,7 @@ from typing import Any
 from streams.clock import now_ms
 from streams.dashboard import timeline
 from streams.dashboard.httpd import DashboardHTTPServer
+from streams.dashboard.metrics import PageMetrics
 from streams.dashboard.pipelines import PipelinesReader
 from streams.dashboard.refresher import Pipelines, Refresher, Sources
 from streams.dashboard.sources_reader import SourcesReader
@@ -60,6 +61,7 @@ class DashboardServer:
         # pipelines: the registry's pipelines; None: read from `pipelines` once started
         # sources: the Sources view; None: read from `sources` and `health` once started
         self._refresher = Refresher(clock, refresh_interval_s, model, outages, pipelines, sources)
+        self._metrics = PageMetrics(self._refresher.snapshot, clock)
         self._health: HealthReader | None = None
         self._sources: SourcesReader | None = None
         self._pipelines: PipelinesReader | None = None
@@ -86,6 +88,13 @@ class DashboardServer:
     def health(self, now_ms: int) -> tuple[HTTPStatus, dict[str, Any]]:
         """200 while refreshes succeed; 503 before the first one, or once they go stale."""
         return self._refresher.health(now_ms)
+
+    def metrics(self) -> bytes:
+        """The page's own metrics, as Prometheus reads them (streams.dashboard.metrics)."""
+        return self._metrics.exposition()
+
+    def served(self, path: str, status: int) -> None:
+        self._metrics.served(path, status)
 
     def start(self) -> DashboardServer:
         """Bind the port (OSError if taken), then serve and refresh in two daemon threads."""

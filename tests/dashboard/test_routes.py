@@ -31,6 +31,19 @@ class FakeSite:
     def health(self, now_ms: int) -> tuple[HTTPStatus, dict[str, Any]]:
         return HTTPStatus.OK, {"status": "ok", "now_ms": now_ms}
 
+    def metrics(self) -> bytes:
+        return b"# the site's metrics\n"
+
+    def served(self, path: str, status: int) -> None:
+        self.asked.append(f"served {path} {status}")
+
+
+def test_metrics_are_the_sites_in_prometheus_text() -> None:
+    answer = route(FakeSite(), "/metrics", "")
+    assert answer.status == HTTPStatus.OK
+    assert answer.body == b"# the site's metrics\n"
+    assert answer.content_type.startswith("text/plain; version=")
+
 
 def test_the_page_comes_with_its_policy() -> None:
     answer = route(FakeSite(), "/", "")

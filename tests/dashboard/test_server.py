@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from streams.dashboard.cli import main, parse_args
 from streams.dashboard.server import DashboardServer
@@ -363,3 +364,40 @@ def test_while_the_topics_are_still_being_read_refreshes_follow_at_once() -> Non
         settled = model.refreshes
         time.sleep(0.3)
         assert model.refreshes == settled  # caught up: back to one per interval
+
+
+def _samples(server: DashboardServer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    status, headers, body = request(server, "GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
+
+
+def test_metrics_say_whether_the_page_can_be_trusted_and_how_it_is_used(
+    server: DashboardServer, model: FakeReadModel, clock: Clock
+) -> None:
+    """The page's own /metrics: its build, the age of its data, whether refreshes fail, what it
+    shows, and its answers by route and status (the timeline as one route, the rest "other")."""
+    get_json(server, "/api/state")
+    request(server, "GET", "/api/streams/slow/timeline")
+    request(server, "GET", "/no/such/page")
+    clock.now_ms += 4_000
+    seen = _samples(server)
+    assert seen[("tidemark_status_page_refresh_age_seconds", ())] == 4.0
+    assert seen[("tidemark_status_page_refresh_failing", ())] == 0
+    assert seen[("tidemark_status_page_caught_up", ())] == 1
+    assert seen[("tidemark_status_page_streams", ())] == 2
+    assert seen[("tidemark_status_page_sources_in_outage", ())] == 0
+    requests = "tidemark_status_page_requests_total"
+    assert seen[(requests, (("code", "200"), ("route", "/api/state")))] == 1
+    assert seen[(requests, (("code", "404"), ("route", "other")))] == 1
+    assert any(name == requests and dict(labels)["route"] == "timeline" for name, labels in seen)
+    build = [labels for name, labels in seen if name == "tidemark_build_info"]
+    assert build and dict(build[0])["component"] == "status_page"
+
+    model.fail_with = RuntimeError("broker unreachable")
+    server.refresh_once()
+    assert _samples(server)[("tidemark_status_page_refresh_failing", ())] == 1

@@ -164,7 +164,8 @@ def test_renders_every_part(rendered: tuple[str, list[dict[str, Any]]]) -> None:
     scaled = [p for p in pipelines if p.get("autoscaling", {}).get("enabled")]
     assert len(of_kind(docs, "ScaledObject")) == (len(scaled) if values["keda"]["enabled"] else 0)
     monitors = of_kind(docs, "ServiceMonitor")
-    assert len(monitors) == (2 if values["serviceMonitor"]["enabled"] else 0)
+    monitored = 3 if values["dashboard"]["enabled"] else 2  # the status page's own /metrics
+    assert len(monitors) == (monitored if values["serviceMonitor"]["enabled"] else 0)
 
 
 def test_production_example_is_what_its_comment_says() -> None:
