@@ -1,4 +1,5 @@
-"""What both engines do before they start: create topics, check them, refuse a silent switch."""
+"""What both engines do before they start: say what starts, create topics, check them, refuse
+a silent switch."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from streams import buildinfo
 from streams.coordinator.settings import CoordinatorSettings
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import (
@@ -19,6 +21,19 @@ from streams.kafka.admin import (
 from streams.kafka.changelog import has_records
 
 log = logging.getLogger("streams.coordinator")
+
+STOPPED = "tidemark coordinator stopped"  # the last line either engine logs
+
+
+def say_starting(settings: CoordinatorSettings, engine: str) -> None:
+    """The first line either engine logs: its version, engine, instance, topics, brokers and
+    web port (where its /health and /metrics are)."""
+    log.info(
+        "tidemark coordinator %s starting: engine %s, instance %s, topics %s.*, Kafka %s, "
+        "/health and /metrics http://%s:%d",
+        buildinfo.version(), engine, settings.instance, settings.topics.prefix,
+        settings.kafka.bootstrap_servers, settings.web_host, settings.web_port,
+    )  # fmt: skip
 
 
 def prepare_topics(settings: CoordinatorSettings) -> CoordinatorSettings:

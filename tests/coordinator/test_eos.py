@@ -304,6 +304,10 @@ def test_switching_engines_over_live_state_is_refused_with_what_to_do(
     while not _read_committed(kafka, changelog) and time.monotonic() < deadline:
         time.sleep(0.5)
     faust.stop()
+    said = faust.log.read_text(errors="replace")  # its first and last lines say what ran
+    assert "starting: engine faust, instance " in said, said
+    assert f", topics {prefix}.*, Kafka {kafka.bootstrap_servers}, /health and /metrics" in said
+    assert said.rstrip().endswith("tidemark coordinator stopped"), said[-2000:]
     confluent = _coordinator(kafka, prefix, tmp_path, "c")
     confluent.start()
     assert confluent.proc is not None

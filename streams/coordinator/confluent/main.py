@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import logging
 
-from streams import buildinfo
 from streams.coordinator.confluent.engine import GC_THRESHOLD, ConfluentEngine
 from streams.coordinator.confluent.signals import (
     block_stop_signals,
@@ -15,7 +14,7 @@ from streams.coordinator.confluent.signals import (
 )
 from streams.coordinator.confluent.web import HealthServer
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.startup import prepare_topics_waiting
+from streams.coordinator.startup import STOPPED, prepare_topics_waiting, say_starting
 from streams.coordinator.telemetry.lag import consumer_lag_collector
 from streams.ports import cannot_listen
 
@@ -33,16 +32,11 @@ def run_confluent(settings: CoordinatorSettings, loglevel: str = "info") -> None
         level=_LEVELS.get(loglevel.lower(), logging.INFO),
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
-    log.info(
-        "tidemark coordinator %s starting: engine confluent, instance %s, topics %s.*, "
-        "Kafka %s, /health and /metrics http://%s:%d",
-        buildinfo.version(), settings.instance, settings.topics.prefix,
-        settings.kafka.bootstrap_servers, settings.web_host, settings.web_port,
-    )  # fmt: skip
+    say_starting(settings, "confluent")
     try:
         _run(settings)
     finally:
-        log.info("tidemark coordinator stopped")
+        log.info(STOPPED)
 
 
 def _run(settings: CoordinatorSettings) -> None:

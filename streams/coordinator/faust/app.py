@@ -30,7 +30,7 @@ from streams.coordinator.limits_table import limits_table
 from streams.coordinator.pipelines import TasksTopicGuard, tasks_topic_ensurer
 from streams.coordinator.processor import Processor
 from streams.coordinator.settings import CoordinatorSettings
-from streams.coordinator.startup import prepare_topics_waiting
+from streams.coordinator.startup import STOPPED, prepare_topics_waiting, say_starting
 from streams.coordinator.telemetry.lag import consumer_lag_collector
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.errors import TidemarkError
@@ -294,7 +294,15 @@ STOP_DEADLINE_S = 8.0
 
 
 class CoordinatorWorker(faust.Worker):
-    """Faust's worker, with a deadline on stopping after SIGTERM or Ctrl-C."""
+    """Faust's worker, with a deadline on stopping after SIGTERM or Ctrl-C, that says what
+    starts once its logging is set up (its first start)."""
+
+    tidemark: CoordinatorSettings | None = None  # what `run` starts, for the first line
+
+    async def on_first_start(self) -> None:
+        await super().on_first_start()  # sets up logging
+        if self.tidemark is not None:
+            say_starting(self.tidemark, "faust")
 
     def _on_sigterm(self) -> None:
         self._arm_stop_deadline()
@@ -327,4 +335,8 @@ def run(settings: CoordinatorSettings, loglevel: str = "info") -> None:
     settings = prepare_topics_waiting(settings)  # with the replication the cluster chose
     app, _ = build_app(settings)
     worker = CoordinatorWorker(app, loglevel=loglevel, quiet=True)
-    worker.execute_from_commandline()
+    worker.tidemark = settings
+    try:
+        worker.execute_from_commandline()
+    finally:
+        log.info(STOPPED)
