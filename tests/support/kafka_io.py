@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -109,7 +110,19 @@ class Tail:
                                            for t, m in self.messages.items()})[:3000])  # fmt: skip
 
     def close(self) -> None:
-        self._consumer.close()
+        close_within(self._consumer, "the tail's consumer")
+
+
+def close_within(consumer: Consumer, what: str, timeout_s: float = 30.0) -> None:
+    """`consumer.close()`, given up after `timeout_s` (a warning): librdkafka's close once hung
+    for good in a test's teardown (rd_kafka_consumer_close waiting on its queue, 20 minutes,
+    its broker up), and a hung teardown hangs the whole run. The close goes on in its thread."""
+    closer = threading.Thread(target=consumer.close, name=f"close {what}", daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+    if closer.is_alive():
+        warnings.warn(f"{what}: close() did not return within {timeout_s:g} s; left behind",
+                      stacklevel=2)  # fmt: skip
 
 
 class Responder:
@@ -142,7 +155,7 @@ class Responder:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(15)
-        self._consumer.close()
+        close_within(self._consumer, "the responder's consumer")
 
     def _run(self) -> None:
         while not self._stop.is_set():
