@@ -106,8 +106,11 @@ class Admission:
         if lane == "replay":
             return self.admit_replay(state, end_ms, now_ms, now_ms)
         stream_id = config.stream_id
-        place = _place(state, start_ms, end_ms, now_ms)
-        if self._queued(source, klass, place, stream_id, now_ms) or not gate.admit(klass, now_ms):
+        if source in self.ledger.queue.sources() and self._queued(
+            source, klass, _place(state, start_ms, end_ms, now_ms), stream_id, now_ms
+        ):
+            return False
+        if not gate.admit(klass, now_ms):
             return False
         self.ledger.admitted(stream_id, start_ms, klass)
         self.dispatched[source] = self.dispatched.get(source, 0) + 1
