@@ -3,6 +3,8 @@ admit, answer, wait, time, share and recovery steps (property)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -182,18 +184,8 @@ def test_the_gate_keeps_its_rules_over_any_sequence(
     now_ms = T0
     granted: list[int] = []
     for action, *args in steps:
-        if action == "time":
-            now_ms += args[0]  # type: ignore[operator]
-        elif action == "wait":
-            gate.waiting(args[0], args[1])  # type: ignore[arg-type]
-        elif action == "answer":
-            gate.answered(args[0], args[1])  # type: ignore[arg-type]
-        elif action == "share":
-            gate.set_share(args[0])  # type: ignore[arg-type]
-        elif action == "recover":
-            gate.start_recovery(now_ms)
-        else:
-            _check_admit(gate, args[0], now_ms, granted)  # type: ignore[arg-type]
+        now_ms = _play(gate, action, args, now_ms,
+                       lambda klass, at_ms: _check_admit(gate, klass, at_ms, granted))  # fmt: skip
         assert min(gate.in_flight) >= 0 and min(gate.waiting_counts) >= 0
         paced = gate.pacer.limit()
         if paced is not None and gate.share is not None:
@@ -255,22 +247,35 @@ def _check_admit(gate: SourceGate, klass: Class, now_ms: int, granted: list[int]
         assert gate.wake_ms(now_ms) is None  # only an answer frees room
 
 
+def _play(
+    gate: SourceGate,
+    action: object,
+    args: list[object],
+    now_ms: int,
+    admit: Callable[[Class, int], object],
+) -> int:
+    """One step of a `step` strategy's sequence on the gate (`admit(klass, now_ms)` for an
+    admit); returns the time after it."""
+    if action == "time":
+        return now_ms + args[0]  # type: ignore[operator]
+    if action == "wait":
+        gate.waiting(args[0], args[1])  # type: ignore[arg-type]
+    elif action == "answer":
+        gate.answered(args[0], args[1])  # type: ignore[arg-type]
+    elif action == "share":
+        gate.set_share(args[0])  # type: ignore[arg-type]
+    elif action == "recover":
+        gate.start_recovery(now_ms)
+    else:
+        admit(args[0], now_ms)  # type: ignore[arg-type]
+    return now_ms
+
+
 def _apply(gate: SourceGate, steps: list[tuple[object, ...]]) -> int:
     """Play `steps` on the gate (admits as they come); returns the time reached."""
     now_ms = T0
     for action, *args in steps:
-        if action == "time":
-            now_ms += args[0]  # type: ignore[operator]
-        elif action == "wait":
-            gate.waiting(args[0], args[1])  # type: ignore[arg-type]
-        elif action == "answer":
-            gate.answered(args[0], args[1])  # type: ignore[arg-type]
-        elif action == "share":
-            gate.set_share(args[0])  # type: ignore[arg-type]
-        elif action == "recover":
-            gate.start_recovery(now_ms)
-        else:
-            gate.admit(args[0], now_ms)  # type: ignore[arg-type]
+        now_ms = _play(gate, action, args, now_ms, gate.admit)
     return now_ms
 
 
