@@ -166,7 +166,10 @@ def test_the_lag_reader_rides_through_its_group_coordinator_moving(
         committer.close()
     expected = [LagRow(group, topic, 0, committed=20, high_watermark=30, lag=10)]
     reader = LagReader(cluster.settings, group, topics=[topic])
-    assert reader() == expected
+    # A cluster just started may still be loading its group coordinators: ListConsumerGroups
+    # then answers COORDINATOR_LOAD_IN_PROGRESS (BrokerUnavailable, which the collector rides
+    # out by serving its last rows), so the first read waits for an answer (a CI run failed here).
+    assert cluster.wait_for("a first lag read", reader, 60) == expected
     coordinator = cluster.leader("__consumer_offsets", offsets_partition(group))
 
     reads: list[str] = []
