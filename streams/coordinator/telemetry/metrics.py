@@ -76,10 +76,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from streams.clock import now_ms
-from streams.coordinator.telemetry.progress import Histogram, ProgressCollector, labelled_family
+from streams.coordinator.telemetry.progress import DispatchDelay, Histogram, ProgressCollector
 from streams.coordinator.telemetry.streams import StreamGauges
-from streams.core import Commit, Decision, Result, StreamConfig, StreamState
-from streams.core.admission import LIVE, classify
+from streams.core import Commit, Decision, Result, StreamState
 from streams.core.config import DEFAULT_PIPELINE
 
 log = logging.getLogger("streams.coordinator")
@@ -132,8 +131,7 @@ class CoordinatorMetrics:
         self.results_by_pipeline: dict[tuple[str, str], int] = {}
         self.commits = 0
         self.stream_errors = 0
-        self.dispatch_delay = Histogram(DISPATCH_BUCKETS)  # live windows
-        self.catchup_delay = Histogram(DISPATCH_BUCKETS)  # catching-up windows
+        self.dispatch_delay = DispatchDelay(DISPATCH_BUCKETS)
         self.ack_to_commit = Histogram(ACK_TO_COMMIT_BUCKETS)
         self._streams: dict[str, _Stream] = {}
         self._marks: dict[str, int] = {}  # stream -> downstream_ms, apart: a scrape reads it whole
@@ -199,14 +197,6 @@ class CoordinatorMetrics:
         if len(pending) > MAX_PENDING_ACKS:
             del pending[0]
 
-    def _delay(self, config: StreamConfig, end_ms: int, due_ms: int, dispatched_ms: int) -> None:
-        """A window dispatched: its delay, live or catching up as of its dispatch."""
-        late_ms = dispatched_ms - due_ms
-        live = classify(end_ms, dispatched_ms - config.delay_ms, config.window_ms, "live") is LIVE
-        (self.dispatch_delay if live else self.catchup_delay).observe(
-            late_ms / 1000 if late_ms > 0 else 0
-        )
-
     def applied(self, partition: int, stream_id: str, decision: Decision) -> None:
         """A decision about to be emitted and saved: count it and track the stream."""
         state = decision.state
@@ -222,18 +212,19 @@ class CoordinatorMetrics:
             self.tasks += len(tasks)
             self._dispatched(state.config.pipeline, len(tasks))
             config = state.config
+            observe = self.dispatch_delay.observe
             if len(tasks) == 1:
                 (task,) = tasks
                 for window in state.windows:  # a dispatched window still holds its due time
                     if window.start_ms == task.start_ms:
-                        self._delay(config, window.end_ms, window.due_ms, task.dispatched_ms)
+                        observe(config, window.end_ms, window.due_ms, task.dispatched_ms)
                         break
             else:
                 dispatched = {task.start_ms: task.dispatched_ms for task in tasks}
                 for window in state.windows:
                     at_ms = dispatched.get(window.start_ms)
                     if at_ms is not None:
-                        self._delay(config, window.end_ms, window.due_ms, at_ms)
+                        observe(config, window.end_ms, window.due_ms, at_ms)
         self.streams.note(partition, state)
         if state.finished_ms is not None or state.deleted_ms is not None:
             self._untrack(stream_id)  # ended: no progress lag to report
@@ -390,15 +381,7 @@ class EventCollector:
             family = CounterMetricFamily(name, documentation)
             family.add_metric([], count, created=created)
             families.append(family)
-        families.append(
-            labelled_family(
-                "tidemark_dispatch_delay_seconds",
-                "How long after it was due a window was dispatched, for live windows and for "
-                "catching-up ones.",
-                "class",
-                {"live": m.dispatch_delay, "catchup": m.catchup_delay},
-            )
-        )
+        families.append(m.dispatch_delay.family())
         families.append(
             m.ack_to_commit.family(
                 "tidemark_ack_to_commit_seconds",

@@ -1,6 +1,6 @@
 """Progress lag and windows in flight, computed when Prometheus scrapes from what the metrics'
 hooks track (streams.coordinator.telemetry.metrics): O(streams), no table reads; and the
-hooks' histograms (`Histogram`)."""
+hooks' histograms (`Histogram`, and `DispatchDelay`: live apart from catching up)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+
+from streams.core import StreamConfig
+from streams.core.admission import LIVE, classify
 
 PROGRESS_BUCKETS = (
     *(15, 30, 60, 120, 300, 600, 1800, 3600),
@@ -125,14 +128,31 @@ class Histogram:
         return buckets
 
 
-def labelled_family(
-    name: str, documentation: str, label: str, histograms: dict[str, Histogram]
-) -> HistogramMetricFamily:
-    """One histogram family of several series, one per value of `label`."""
-    family = HistogramMetricFamily(name, documentation, labels=[label])
-    for value, histogram in histograms.items():
-        family.add_metric([value], histogram.buckets(), histogram.sum)
-    return family
+class DispatchDelay:
+    """`tidemark_dispatch_delay_seconds{class}`: a window's dispatch time minus its due time,
+    apart for a stream's live window (its end within one window of the dispatch:
+    streams.core.admission.classify) and a catching-up one, so that a backlog does not read as
+    live latency."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.live = Histogram(bounds)
+        self.catchup = Histogram(bounds)
+
+    def observe(self, config: StreamConfig, end_ms: int, due_ms: int, dispatched_ms: int) -> None:
+        late_ms = dispatched_ms - due_ms
+        live = classify(end_ms, dispatched_ms - config.delay_ms, config.window_ms, "live") is LIVE
+        (self.live if live else self.catchup).observe(late_ms / 1000 if late_ms > 0 else 0)
+
+    def family(self) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(
+            "tidemark_dispatch_delay_seconds",
+            "How long after it was due a window was dispatched, for live windows and for "
+            "catching-up ones.",
+            labels=["class"],
+        )
+        for value, histogram in (("live", self.live), ("catchup", self.catchup)):
+            family.add_metric([value], histogram.buckets(), histogram.sum)
+        return family
 
 
 def bucket_label(bound: float) -> str:
