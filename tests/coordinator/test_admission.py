@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hypothesis import given, settings
@@ -70,6 +70,18 @@ def step(d: Driver, now_ms: int) -> None:
 
 def in_flight(d: Driver, answered: set[str]) -> list[dict[str, Any]]:
     return [t for t in d.tasks() if t["task_id"] not in answered]
+
+
+def answer_all(
+    d: Driver,
+    answered: set[str],
+    now_ms: int,
+    reply: Callable[[dict[str, Any]], dict[str, Any]] = ack,
+) -> None:
+    """The worker answers every task in flight at once (`reply`: its answer to one)."""
+    for task in in_flight(d, answered):
+        answered.add(task["task_id"])
+        d.result(reply(task), now_ms)
 
 
 def test_a_capped_source_never_has_more_in_flight_and_every_window_commits() -> None:
@@ -334,9 +346,7 @@ def test_streams_waiting_for_a_paced_release_when_the_coordinator_restarts_are_a
     for _ in range(120):
         now_ms += 250
         step(again, now_ms)
-        for task in in_flight(again, answered):
-            answered.add(task["task_id"])
-            again.result(ack(task), now_ms)
+        answer_all(again, answered, now_ms)
     assert {t["stream_id"] for t in again.tasks()} == set(streams)
     marks = {c["stream_id"]: c["downstream_ms"] for c in again.commits()}
     assert all(marks.get(s, 0) >= now_ms - 10_000 for s in streams), marks

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from streams.core.admission import SourceLimits
 
 from .fakes import T0, Driver, ack, nack
-from .test_admission import gated, in_flight, step
+from .test_admission import answer_all, gated, in_flight, step
 
 SECOND_MS = 1_000
 STREAMS = 6
@@ -68,9 +68,7 @@ def test_every_stream_of_a_gated_source_catches_up_once_answers_come(
         now_ms += 250
         step(d, now_ms)
         check_cap(d, source_limits)
-        for task in in_flight(d, answered):
-            answered.add(task["task_id"])
-            d.result(ack(task), now_ms)
+        answer_all(d, answered, now_ms)
     # Caught up, or still catching up (at 3 slots, 60 s may not do): dispatched lately.
     marks = {c["stream_id"]: c["downstream_ms"] for c in d.commits()}
     lately = {t["stream_id"] for t in d.tasks() if t["dispatched_ms"] >= now_ms - 5_000}

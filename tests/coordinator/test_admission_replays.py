@@ -13,7 +13,7 @@ from streams.core.admission import REPLAY, SourceLimits
 from streams.core.replay import replay_from_dict
 
 from .fakes import T0, Driver, ack, nack
-from .test_admission import _flying_in_store, gated, in_flight, step
+from .test_admission import _flying_in_store, answer_all, gated, in_flight, step
 
 SECOND_MS = 1_000
 CAP = 2
@@ -24,6 +24,11 @@ def _replays_in_flight(d: Driver) -> int:
     return sum(
         replay_from_dict(json.loads(raw)).in_flight for raw in d.replay_store.snapshot().values()
     )
+
+
+def _bad(task: dict[str, Any]) -> dict[str, Any]:
+    """A nack the streams here do not retry: the window is bypassed, listed for replay."""
+    return nack(task, "bad_params")
 
 
 def _check(d: Driver) -> None:
@@ -49,9 +54,7 @@ def test_replays_count_against_the_cap_and_all_go_out() -> None:
         now_ms += 500
         step(d, now_ms)
         _check(d)
-        for task in in_flight(d, answered):
-            answered.add(task["task_id"])
-            d.result(nack(task, "bad_params"), now_ms)
+        answer_all(d, answered, now_ms, _bad)
     bypassed = {s.json()["start_ms"] for s in d.bypassed() if s.value is not None}
     assert len(bypassed) >= 10
     for i in range(2):
@@ -95,9 +98,7 @@ def test_a_restart_counts_the_replays_in_flight() -> None:
     for _ in range(12):
         now_ms += 500
         step(d, now_ms)
-        for task in in_flight(d, answered):
-            answered.add(task["task_id"])
-            d.result(nack(task, "bad_params"), now_ms)
+        answer_all(d, answered, now_ms, _bad)
     d.control({"type": "replay", "stream_id": "r", "from_ms": T0, "to_ms": now_ms}, now_ms)
     step(d, now_ms + 100)
     sent: list[dict[str, Any]] = [t for t in in_flight(d, answered) if t.get("replay")]
@@ -170,9 +171,7 @@ def test_the_counts_are_the_live_and_replay_flights_whatever_happens(
         now_ms += 250
         step(d, now_ms)
         _counts_hold(d)
-        for task in in_flight(d, answered):
-            answered.add(task["task_id"])
-            d.result(ack(task), now_ms)
+        answer_all(d, answered, now_ms)
     replays = sum(1 for t in d.tasks() if t.get("replay"))
     event("replays sent" if replays else "no replay sent")
     queued = [
