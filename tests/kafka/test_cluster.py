@@ -173,6 +173,8 @@ def test_the_lag_reader_rides_through_its_group_coordinator_moving(
     coordinator = cluster.leader("__consumer_offsets", offsets_partition(group))
 
     reads: list[str] = []
+    why: list[str] = []  # each "unavailable", with when, for a failure's message
+    began = time.monotonic()
     stop = threading.Event()
 
     def read_lag() -> None:
@@ -181,7 +183,8 @@ def test_the_lag_reader_rides_through_its_group_coordinator_moving(
                 try:
                     rows = reader()
                     reads.append("ok" if rows == expected else f"wrong: {rows}")
-                except BrokerUnavailable:
+                except BrokerUnavailable as exc:
+                    why.append(f"{time.monotonic() - began:.1f} s: {exc}")
                     reads.append("unavailable")  # allowed while the coordinator moves: the
                     # collector serves the last rows meanwhile
                 except Exception as exc:  # anything else would reach the coordinator
@@ -197,7 +200,13 @@ def test_the_lag_reader_rides_through_its_group_coordinator_moving(
         moved = cluster.leader("__consumer_offsets", offsets_partition(group))
         cluster.restart(coordinator)
         during = len(reads)
-        cluster.wait_for("lag read after the restart", lambda: reads[during:].count("ok") >= 3, 60)
+        try:
+            cluster.wait_for(
+                "lag read after the restart", lambda: reads[during:].count("ok") >= 3, 60
+            )
+        except BrokerUnavailable as exc:
+            raise AssertionError(f"{exc}; reads before the restart {reads[:during]}, after "
+                                 f"{reads[during:]}; why: {why}") from exc  # fmt: skip
     finally:
         stop.set()
         thread.join(30)

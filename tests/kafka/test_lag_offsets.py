@@ -52,6 +52,14 @@ class FakeAdmin:
         raise AssertionError("the admin's OffsetFetch crashes natively (librdkafka#5040)")
 
 
+admins: list[FakeAdmin] = []
+
+
+def fake_admin(settings: KafkaSettings) -> Any:
+    admins.append(FakeAdmin())
+    return admins[-1]
+
+
 class FakeConsumer:
     """A consumer of one group: committed offsets, and whether it was closed."""
 
@@ -102,8 +110,9 @@ def test_lag_is_read_from_a_plain_consumer_of_the_group_never_subscribed() -> No
 
 
 def test_the_reader_asks_only_for_its_topics_and_keeps_one_consumer_per_group() -> None:
-    reader = LagReader(SETTINGS, "g-", topics=("t", "gone"), new_consumer=FakeConsumer)
-    reader._admin = FakeAdmin()  # type: ignore[assignment]
+    reader = LagReader(
+        SETTINGS, "g-", topics=("t", "gone"), new_consumer=FakeConsumer, new_admin=fake_admin
+    )
     assert reader() == reader()
     (consumer,) = FakeConsumer.made
     assert [{tp.topic for tp in asked} for asked in consumer.asked] == [{"t"}, {"t"}]
@@ -117,10 +126,9 @@ def test_rows_that_vanish_are_believed_only_once_they_stay_gone() -> None:
     tell for `vanish_confirm_s`, then believes the rows are gone."""
     clock = [100.0]
     reader = LagReader(
-        SETTINGS, "g-", topics=("t",), new_consumer=FakeConsumer,
+        SETTINGS, "g-", topics=("t",), new_consumer=FakeConsumer, new_admin=fake_admin,
         vanish_confirm_s=30.0, monotonic=lambda: clock[0],
     )  # fmt: skip
-    reader._admin = FakeAdmin()  # type: ignore[assignment]
     full = reader()
     assert {(row.topic, row.partition) for row in full} == {("t", 0), ("t", 1)}
     FakeConsumer.committed_offsets = {("t", 0): 4}  # t[1]'s offset not in the answer
@@ -136,6 +144,28 @@ def test_rows_that_vanish_are_believed_only_once_they_stay_gone() -> None:
         FakeConsumer.committed_offsets = {("t", 0): 4, ("t", 1): 1}
     assert reader() == full  # back: no wait for rows that appear
     reader.close()
+
+
+def test_a_read_missing_rows_renews_the_clients_for_the_next() -> None:
+    """A reader whose rows stayed missing for minutes while new clients read them (a three-node
+    run): a read that misses rows closes its consumers and drops its admin client."""
+    reader = LagReader(SETTINGS, "g-", topics=("t",), new_consumer=FakeConsumer,
+                       new_admin=fake_admin)  # fmt: skip
+    admins.clear()
+    full = reader()
+    FakeConsumer.committed_offsets = {("t", 0): 4}
+    try:
+        with pytest.raises(BrokerUnavailable, match="missing"):
+            reader()
+    finally:
+        FakeConsumer.committed_offsets = {("t", 0): 4, ("t", 1): 1}
+    (first,) = FakeConsumer.made
+    assert first.closed
+    assert reader() == full
+    first, second = FakeConsumer.made  # the next read's consumer is new, and so is its admin
+    assert not second.closed and len(admins) == 2
+    reader.close()
+    assert second.closed
 
 
 def test_a_failed_committed_read_is_a_broker_error_not_a_crash() -> None:
@@ -201,8 +231,7 @@ def test_a_committed_offset_answered_with_an_error_is_no_lag_read() -> None:
 def test_the_reader_asks_for_the_topics_named_from_a_prefix_too() -> None:
     """A pipeline's tasks topic is made while the coordinator runs: its workers' lag counts."""
     reader = LagReader(SETTINGS, "g-", topics=("gone",), new_consumer=FakeConsumer,
-                       topics_prefix="u")  # fmt: skip
-    reader._admin = FakeAdmin()  # type: ignore[assignment]
+                       new_admin=fake_admin, topics_prefix="u")  # fmt: skip
     reader()
     (consumer,) = FakeConsumer.made
     assert [{tp.topic for tp in asked} for asked in consumer.asked] == [{"u"}]
