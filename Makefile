@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps kafka kafka-stop lint test test-long test-cluster test-kafka39 run chaos clean
+.PHONY: setup system-deps kafka kafka-stop lint test test-long test-docker test-cluster test-kafka39 run chaos clean
 
 # The Kafka version of `make kafka`, `make test`, `make run` and `make chaos`: empty for the
 # default (4.3.2, streams/dev/broker/versions.py), e.g. `make test KAFKA_VERSION=3.9.2`.
@@ -45,15 +45,26 @@ lint: setup
 # run on 2 cores. Three were faster (863 s) but lost 4 timing-bound tests in one of two fresh
 # runs (README, Developing). PYTEST_WORKERS=0 runs serially.
 # `make test` leaves out the tests marked `long` (fault scenarios beyond the one of each kind it
-# keeps); `make test-long` runs those alone. CI (.ci/run) runs both.
+# keeps), which `make test-long` runs alone, and those marked `docker` (`make test-docker`).
+# CI (.ci/run) runs all three.
 PYTEST_WORKERS ?= 2
 test: lint system-deps
 	$(PY) -m streams.dev.broker fetch
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not long" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not long and not docker" $(PYTEST_ARGS)
 
 test-long: setup system-deps
 	$(PY) -m streams.dev.broker fetch
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m long $(PYTEST_ARGS)
+
+# docker-compose.yml started for real, and Kafka in a container through testcontainers (the
+# tests marked `docker`, tests/deploy). Installs Debian's Docker engine where it is missing,
+# starts dockerd where none runs, and builds the images locally (streams/dev/docker: about 2
+# minutes the first time). CI (.ci/run) runs it after `make test-long`. Apart from `make test`:
+# its containers (a JVM healthcheck every 5 s among them) would compete for the 2 cores with the
+# timing-bound broker tests, and a fresh machine's image builds would take it near 20 minutes.
+test-docker: setup
+	bash scripts/install-docker.sh
+	$(VENV)/bin/pytest -m docker $(PYTEST_ARGS)
 
 # The three-node cluster tests (tests/kafka/test_cluster.py, test_cluster_eos.py) alone.
 test-cluster: lint

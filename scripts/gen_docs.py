@@ -77,6 +77,8 @@ ENV_DOC: dict[str, str] = {
     "TIDEMARK_KAFKA_VERSION": "development: the local broker's Kafka version (`make kafka`, the tests, `make run`): 4.3.2 by default, or 3.9.2",
     "TIDEMARK_KAFKA_JARS": "development: the folder of the local broker's Maven jars",
     "TIDEMARK_BROKER_LOG": "development, internal: set by the local broker's launcher for the shell that starts a node (its log file); not for you to set",
+    "TIDEMARK_IMAGE": "docker-compose.yml: the Tidemark image (`tidemark:local`); `python -m streams.dev.docker images` prints the local one ([With Docker](running.md#with-docker))",
+    "KAFKA_IMAGE": "docker-compose.yml: the Kafka image (`apache/kafka:4.3.2`); `python -m streams.dev.docker images` prints the local stand-in",
     "TIDEMARK_CRASH_AT": "tests only: `<point>:<n>` kills the `confluent` coordinator the n-th time it reaches a commit step (`streams/coordinator/confluent/crash_points.py`)",
 }
 GROUPS = {
@@ -99,6 +101,8 @@ GROUPS = {
         "TIDEMARK_KAFKA_JARS",
         "TIDEMARK_BROKER_LOG",
         "TIDEMARK_CRASH_AT",
+        "TIDEMARK_IMAGE",
+        "KAFKA_IMAGE",
     ],
 }
 

@@ -100,8 +100,17 @@ def load(path: Path) -> Any:
 
 
 def compose() -> dict[str, Any]:
-    doc: dict[str, Any] = load(ROOT / "docker-compose.yml")
+    """docker-compose.yml as compose reads it with none of its variables set (each
+    `${NAME:-default}` is its default)."""
+    text = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", (ROOT / "docker-compose.yml").read_text())
+    doc: dict[str, Any] = yaml.safe_load(text)
     return doc
+
+
+def test_every_variable_of_the_compose_file_has_a_default() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert re.findall(r"\$\{([A-Z_]+)\}", text) == []  # no variable a user must set
+    assert "${TIDEMARK_IMAGE:-tidemark:local}" in text
 
 
 # -- the dashboard ------------------------------------------------------------------------------
@@ -251,8 +260,9 @@ def test_the_kafka_service_is_the_single_node_broker() -> None:
 
 def test_the_image_installs_tidemark_with_the_pinned_versions() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-slim$", dockerfile, re.M)
-    assert "pip install -c constraints.txt ." in dockerfile
+    assert re.search(r"^ARG BASE=python:3\.11-slim$", dockerfile, re.M)
+    assert re.search(r"^FROM \$\{BASE\}$", dockerfile, re.M)
+    assert "pip install -c constraints.txt -r /tmp/requirements.txt" in dockerfile
 
 
 def test_prometheus_scrapes_the_coordinator_and_worker_ports() -> None:
