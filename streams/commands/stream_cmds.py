@@ -21,6 +21,25 @@ from streams.commands.common import (
 )
 from streams.commands.flags import ConfigFlags, validated
 from streams.commands.pipeline_cmds import check_registered_params
+from streams.commands.stream_options import (
+    BypassAfter,
+    BypassRetention,
+    Delay,
+    End,
+    GcGrace,
+    MaxAttempts,
+    MaxInFlight,
+    NonRetryable,
+    Param,
+    ParamsJson,
+    PipelineOpt,
+    Retry,
+    Source,
+    Step,
+    Stream,
+    Timeout,
+    Window,
+)
 from streams.commands.views import by_lag, print_stream, stream_doc, streams_table
 from streams.commands.views import bypass_doc as bypass_json
 from streams.core import Control, Delete, Pause, Resume, Upsert, config_from_dict
@@ -37,70 +56,6 @@ app = typer.Typer(
     help="Create, change, pause, resume, delete and inspect streams.",
     no_args_is_help=True,
 )
-
-Stream = Annotated[str, typer.Argument(metavar="STREAM", help="the stream id", show_default=False)]
-
-
-def _duration(help_text: str) -> Any:
-    return typer.Option(metavar="DURATION", help=help_text)
-
-
-# Defaults in brackets are the ones `create` uses; `update` keeps what is not given.
-Window = Annotated[str | None, _duration("window length, e.g. 1m [1m]")]
-Step = Annotated[str | None, _duration("data resolution, bypasses truncate to it [15s]")]
-Delay = Annotated[str | None, _duration("how long after its end a window is due [0s]")]
-Timeout = Annotated[str | None, _duration("deadline for a task's result [1m]")]
-BypassAfter = Annotated[str | None, _duration("give up on a window failing this long [5m]")]
-Retry = Annotated[
-    str | None,
-    typer.Option(
-        metavar="POLICY",
-        help="immediate | fixed:60s | exponential:INITIAL,MULTIPLIER,MAX[,JITTER] [fixed:60s]",
-    ),
-]
-MaxAttempts = Annotated[
-    int | None, typer.Option(min=0, help="bypass after this many attempts, 0 = no limit [0]")
-]
-NonRetryable = Annotated[
-    list[str] | None,
-    typer.Option(metavar="KIND", help="an error kind bypassed at once (repeatable)"),
-]
-MaxInFlight = Annotated[int | None, typer.Option(min=1, help="windows dispatched at once [1]")]
-End = Annotated[
-    str | None,
-    typer.Option(metavar="TIME", help="a bounded stream: no window past it, then finished"),
-]
-GcGrace = Annotated[
-    str | None, _duration("keep a finished or deleted stream's state this long [48h]")
-]
-BypassRetention = Annotated[
-    str | None, _duration("keep a bypassed window listed (replayable) this long [30d]")
-]
-Param = Annotated[
-    list[str] | None,
-    typer.Option("--param", metavar="KEY=VALUE", help="a task param, JSON or text (repeatable)"),
-]
-ParamsJson = Annotated[
-    str | None, typer.Option(metavar="JSON", help="all task params as one JSON object")
-]
-Source = Annotated[
-    str | None,
-    typer.Option(
-        metavar="NAME",
-        help="what the stream reads from, e.g. its query endpoint: the outage guard holds the "
-        'bypasses of a source\'s streams while most of them fail together ("" clears it)',
-    ),
-]
-
-PipelineOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--pipeline",
-        metavar="NAME",
-        help="which workers run the stream's tasks: those started with --route NAME, reading "
-        "{prefix}.tasks.NAME (made here if missing) [default: the workers without --route]",
-    ),
-]
 
 
 @app.command()

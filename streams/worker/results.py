@@ -5,18 +5,23 @@ Pure functions, so the runtime's adapter code only moves bytes; the bytes come f
 A result echoes the task's ``stream_id``, ``start_ms``, ``end_ms``, ``attempt`` and ``incarnation``
 (when the task has one), which is how the coordinator finds the attempt it answers, and says the
 pipeline the worker serves (left out for the default one, as a worker older than pipelines does),
-which the coordinator checks against the stream's.
+which the coordinator checks against the stream's. Besides, ``heartbeat_report``: what a
+heartbeat's delivery report does (log a failure, nothing else).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 from streams.core import ErrorInfo, Result
 from streams.core.config import DEFAULT_PIPELINE
 from streams.core.model import ResultOutcome
 from streams.handler import HANDLER_ERROR, RESERVED_KINDS, Ack, Nack, Outcome, Task
+from streams.kafka.member import Delivered
 from streams.wire import encode_result
+
+log = logging.getLogger("streams.worker")
 
 MAX_MESSAGE_CHARS: Final = 1000
 
@@ -96,3 +101,14 @@ def _result(
         task.incarnation,
         None if route == DEFAULT_PIPELINE else route,
     )
+
+
+def heartbeat_report(task_id: str) -> Delivered:
+    """The delivery report of a heartbeat: a failure is logged, never retried (the next
+    heartbeat, or the result, follows)."""
+
+    def delivered(error: str | None) -> None:
+        if error is not None:
+            log.warning("heartbeat of task %s not delivered: %s", task_id, error)
+
+    return delivered

@@ -41,18 +41,18 @@ from prometheus_client import CollectorRegistry
 from streams import clock
 from streams.errors import InvalidInput
 from streams.handler import SHUTDOWN, AnyHandler, HandlerKind, Nack, Outcome, Task, handler_kind
-from streams.humanize import format_duration_rounded
-from streams.kafka.member import Delivered, Fetched, Partition
+from streams.kafka.member import Fetched, Partition
 from streams.wire import decode_task, stream_key
 from streams.worker.backpressure import Backpressure
 from streams.worker.calls import HandlerCalls, Returned
 from streams.worker.commits import Committer
 from streams.worker.config import WorkerConfig
+from streams.worker.expiry import ExpiredTasks
 from streams.worker.jobs import Job, JobBoard
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import OffsetToken, OffsetTracker
 from streams.worker.ports import CoroutineExecutor, HandlerExecutor, ResultSink, TaskSource
-from streams.worker.results import heartbeat_value, result_value
+from streams.worker.results import heartbeat_report, heartbeat_value, result_value
 
 log = logging.getLogger("streams.worker")
 
@@ -113,7 +113,7 @@ class WorkerRuntime:
         self._tracker = OffsetTracker()
         self._board = JobBoard(self.concurrency, int(config.max_task_s * 1000))
         self._redeliver: list[Job] = []
-        self._expired_in_turn = (0, 0)  # tasks skipped as expired this turn, the latest by (ms)
+        self._expired = ExpiredTasks()
         self._backpressure = Backpressure(self.concurrency + buffer, buffer)
 
         self._source = source
@@ -186,7 +186,7 @@ class WorkerRuntime:
         try:
             self._turn_once(accepting=accepting)
         finally:
-            self._report_expired()
+            self._expired.report()
 
     def _turn_once(self, *, accepting: bool) -> None:
         self._collect_outcomes()
@@ -280,24 +280,9 @@ class WorkerRuntime:
         self._produce(job)
 
     def _expire(self, task: Task, token: OffsetToken, now_ms: int) -> None:
-        late_ms = now_ms - task.deadline_ms
-        log.debug("skipping expired task %s: its deadline passed %d ms ago", task.task_id, late_ms)
-        count, latest = self._expired_in_turn
-        self._expired_in_turn = (count + 1, max(latest, late_ms))
+        self._expired.skipped(task, now_ms)
         self._count("expired")
         self._tracker.finish(token)
-
-    def _report_expired(self) -> None:
-        """One INFO line for the tasks a turn skipped as expired (a new group reading a backlog
-        skips thousands: one line each drowned the log); each one is at DEBUG."""
-        count, latest = self._expired_in_turn
-        if count:
-            self._expired_in_turn = (0, 0)
-            log.info(
-                "skipped %d expired task(s), deadlines passed up to %s ago (each at DEBUG)",
-                count,
-                format_duration_rounded(latest),
-            )
 
     def _count(self, outcome: str, duration_s: float | None = None) -> None:
         self._metrics.counted[outcome].inc()
@@ -333,11 +318,10 @@ class WorkerRuntime:
             log.info("started task %s (attempt %d) %.1f s ago; still running", task.task_id,
                      task.attempt, ran_s)  # fmt: skip
         for job in self._board.heartbeats_due(mono_ms):
-            report = _heartbeat_report(job.task.task_id)
             self._sink.send(
                 stream_key(job.task.stream_id),
                 heartbeat_value(job.task, self._config.route),
-                report,
+                heartbeat_report(job.task.task_id),
             )
 
     # -- the source's listener (called from inside its poll) ------------------------------
@@ -411,11 +395,3 @@ class WorkerRuntime:
             log.exception("closing the task source failed")
         self._calls.close(timeout_s=1.0)
         log.info("worker %s stopped", self._config.pipeline)
-
-
-def _heartbeat_report(task_id: str) -> Delivered:
-    def delivered(error: str | None) -> None:
-        if error is not None:
-            log.warning("heartbeat of task %s not delivered: %s", task_id, error)
-
-    return delivered
