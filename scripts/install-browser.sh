@@ -13,19 +13,7 @@ if [[ -x $BROWSER ]]; then
     exit 0
 fi
 
-if [[ $(id -u) -ne 0 ]]; then
-    echo "install-browser: $BROWSER is missing and installing it needs root" >&2
-    echo "  run: sudo $0" >&2
-    exit 1
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-
-# `apt-get update` only when the package index does not know the package yet.
-if ! apt-cache show "${PACKAGES[@]}" >/dev/null 2>&1; then
-    apt-get update -q
-fi
-apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
+bash "$(dirname "$0")/apt-install.sh" install-browser "${PACKAGES[@]}"
 
 test -x "$BROWSER"
 echo "install-browser: installed $($BROWSER --version 2>/dev/null || echo chromium)"

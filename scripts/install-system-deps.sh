@@ -17,31 +17,7 @@ if ! missing; then
     exit 0
 fi
 
-if [[ $(id -u) -ne 0 ]]; then
-    echo "install-system-deps: prometheus is missing and installing it needs root" >&2
-    echo "  run: sudo $0" >&2
-    exit 1
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-
-# Keep maintainer scripts from starting services (invoke-rc.d honours policy-rc.d,
-# exit code 101 = "action forbidden"). Only add our own if the machine has none.
-POLICY=/usr/sbin/policy-rc.d
-OWN_POLICY=0
-if [[ ! -e $POLICY ]]; then
-    printf '#!/bin/sh\nexit 101\n' >"$POLICY"
-    chmod 755 "$POLICY"
-    OWN_POLICY=1
-fi
-cleanup() { if [[ $OWN_POLICY -eq 1 ]]; then rm -f "$POLICY"; fi; }
-trap cleanup EXIT
-
-# `apt-get update` only when the package index does not know the package yet.
-if ! apt-cache show "${PACKAGES[@]}" >/dev/null 2>&1; then
-    apt-get update -q
-fi
-apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
+bash "$(dirname "$0")/apt-install.sh" install-system-deps "${PACKAGES[@]}"
 
 # The package enables its unit for the next boot; this install is for the tests, so
 # switch that off too. If a daemon started anyway (systemd as PID 1 ignoring
