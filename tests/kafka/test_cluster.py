@@ -17,11 +17,8 @@ from streams.dev.broker import LocalCluster
 from streams.errors import BrokerUnavailable
 from streams.kafka.admin import create_topics, replication_defaults, topic_config
 from streams.kafka.lag import LagReader, LagRow
-from streams.pipelines.synthetic import SyntheticPipeline
 from streams.topics import Topics, TopicSpec
-from streams.worker.config import WorkerConfig
-from streams.worker.runner import kafka_runtime
-from tests.worker.kafka_helpers import PARTITIONS, ResultReader, for_task, make_task, send
+from tests.worker.kafka_helpers import for_task, make_task, send, synthetic_worker
 
 # `make test-long`: `make test` keeps one three-node test, tests/kafka/test_cluster_eos.py.
 pytestmark = [pytest.mark.broker, pytest.mark.cluster, pytest.mark.long]
@@ -224,13 +221,8 @@ def test_a_worker_rides_out_its_leaders_kill_and_answers_every_task(
     cluster = kafka_cluster3
     kafka = cluster.settings
     prefix = f"wl-{unique}"
-    tasks, results = f"{prefix}.tasks", f"{prefix}.results"
-    create_topics(kafka, [TopicSpec(tasks, PARTITIONS), TopicSpec(results, PARTITIONS)])
-    reader = ResultReader(kafka, results)
-    config = WorkerConfig("synthetic", topic_prefix=prefix, concurrency=2)
-    runtime = kafka_runtime(kafka, SyntheticPipeline(latency_ms=10), config)
-    runtime.start()
-    try:
+    tasks = f"{prefix}.tasks"
+    with synthetic_worker(kafka, prefix) as (runtime, reader):
         warm_up = make_task(f"warm-{unique}")
         send(kafka, tasks, warm_up)
         reader.wait_for("the warm-up ack", for_task(warm_up, "ack"), timeout_s=60)
@@ -249,10 +241,6 @@ def test_a_worker_rides_out_its_leaders_kill_and_answers_every_task(
         send(kafka, tasks, after)
         reader.wait_for("an ack after the restart", for_task(after, "ack"), timeout_s=60)
         assert not runtime.failed and not runtime.join(0)
-    finally:
-        runtime.stop()
-        runtime.join(30)
-        reader.close()
 
 
 def test_the_brokers_defaults_are_read_with_the_first_listed_node_just_killed(

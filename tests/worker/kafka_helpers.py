@@ -15,9 +15,14 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from streams.clock import now_ms as clock_ms
+from streams.kafka.admin import create_topics
 from streams.kafka.settings import KafkaSettings
+from streams.pipelines.synthetic import SyntheticPipeline
+from streams.topics import TopicSpec
 from streams.wire import encode_task, stream_key
 from streams.worker.api import Ack, Outcome, Task
+from streams.worker.config import WorkerConfig
+from streams.worker.runner import kafka_runtime
 from streams.worker.runtime import WorkerRuntime
 
 PARTITIONS = 3
@@ -211,3 +216,23 @@ def running(runtime: WorkerRuntime, *handlers: GatedHandler) -> Iterator[WorkerR
         for handler in handlers:
             handler.open_all()
         assert runtime.join(30), "the runtime did not stop"
+
+
+@contextmanager
+def synthetic_worker(
+    kafka: KafkaSettings, prefix: str
+) -> Iterator[tuple[WorkerRuntime, ResultReader]]:
+    """A worker on the synthetic pipeline (10 ms a task, 2 at once) over `prefix`'s tasks and
+    results topics, made here, and a reader of its results; both stopped on exit."""
+    tasks, results = f"{prefix}.tasks", f"{prefix}.results"
+    create_topics(kafka, [TopicSpec(tasks, PARTITIONS), TopicSpec(results, PARTITIONS)])
+    reader = ResultReader(kafka, results)
+    config = WorkerConfig("synthetic", topic_prefix=prefix, concurrency=2)
+    runtime = kafka_runtime(kafka, SyntheticPipeline(latency_ms=10), config)
+    runtime.start()
+    try:
+        yield runtime, reader
+    finally:
+        runtime.stop()
+        runtime.join(30)
+        reader.close()
