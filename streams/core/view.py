@@ -35,7 +35,13 @@ def status_at(
     """
     if status in ("paused", "retrying", "finished"):
         return status
-    return "catching up" if now_ms - downstream_ms > behind_ms(window_ms, delay_ms) else "live"
+    return "catching up" if now_ms > late_after_ms(downstream_ms, window_ms, delay_ms) else "live"
+
+
+def late_after_ms(downstream_ms: int, window_ms: int, delay_ms: int) -> int:
+    """When a stream whose progress is `downstream_ms` starts to be late: catching up if it
+    runs (`status_at`), past its freshness objective (`behind_ms`)."""
+    return downstream_ms + behind_ms(window_ms, delay_ms)
 
 
 def fixed_status(state: StreamState) -> Status | None:

@@ -251,7 +251,7 @@ def test_the_progress_histogram_matches_a_direct_count() -> None:
     marks += [now - rng.randrange(40 * 86_400_000) for _ in range(200)]
     metrics = CoordinatorMetrics(clock_ms=Clock(now), behind_threshold_s=300)
     for i, mark in enumerate(marks):
-        metrics._marks[f"s{i}"] = mark  # what track() keeps
+        metrics.track_progress(0, f"s{i}", mark, 0)
     lags = [max(0, now - mark) / 1000 for mark in marks]
 
     def sample(name: str, **labels: str) -> float | None:

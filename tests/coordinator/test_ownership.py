@@ -212,8 +212,12 @@ def _in_memory(d: Driver, health: SourceHealth) -> dict[str, Any]:
     return {
         "index": processor.index._wake,
         "scavenger": processor._scavenger.index._wake,
-        "marks": processor.metrics._marks,
-        "in_flight": {s: e.in_flight for s, e in processor.metrics._streams.items()},
+        "marks": dict(processor.metrics.tracked.downstreams()),
+        "in_flight": {
+            s: record[5]
+            for s, record in processor.metrics.tracked._records.items()
+            if record[6] is not None
+        },
         "health": health._streams,
     }
 

@@ -69,7 +69,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Final
 
 from prometheus_client import CollectorRegistry
@@ -77,7 +76,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 
 from streams.clock import now_ms
 from streams.coordinator.telemetry.progress import DispatchDelay, Histogram, ProgressCollector
-from streams.coordinator.telemetry.streams import StreamGauges
+from streams.coordinator.telemetry.streams import StreamGauges, TrackedStreams
 from streams.core import Commit, Decision, Result, StreamState
 from streams.core.config import DEFAULT_PIPELINE
 
@@ -95,12 +94,6 @@ OTHER_PIPELINES: Final = "other"
 # Acks of one stream waiting for their commit; more only happens with partial acks piling up,
 # and dropping the oldest then only loses samples.
 MAX_PENDING_ACKS = 1000
-
-
-@dataclass(slots=True)
-class _Stream:
-    partition: int
-    in_flight: int
 
 
 class CoordinatorMetrics:
@@ -133,14 +126,13 @@ class CoordinatorMetrics:
         self.stream_errors = 0
         self.dispatch_delay = DispatchDelay(DISPATCH_BUCKETS)
         self.ack_to_commit = Histogram(ACK_TO_COMMIT_BUCKETS)
-        self._streams: dict[str, _Stream] = {}
-        self._marks: dict[str, int] = {}  # stream -> downstream_ms, apart: a scrape reads it whole
-        self._in_flight = 0
         self._acks: dict[str, list[tuple[int, int]]] = {}  # stream -> [(ack_ms, handled_ms)]
+        self.tracked = TrackedStreams()  # each owned stream, for the gauges computed at scrape
         self.registry.register(EventCollector(self))
-        self.registry.register(ProgressCollector(self, top_laggards, behind_threshold_s, clock_ms))
-        self.streams = StreamGauges(clock_ms)
-        self.registry.register(self.streams)
+        self.registry.register(
+            ProgressCollector(self.tracked, top_laggards, behind_threshold_s, clock_ms)
+        )
+        self.registry.register(StreamGauges(self.tracked, clock_ms))
 
     # -- hooks, called by the Processor ---------------------------------------------------
 
@@ -225,13 +217,9 @@ class CoordinatorMetrics:
                     at_ms = dispatched.get(window.start_ms)
                     if at_ms is not None:
                         observe(config, window.end_ms, window.due_ms, at_ms)
-        self.streams.note(partition, state)
+        self.tracked.note(partition, state)
         if state.finished_ms is not None or state.deleted_ms is not None:
-            self._untrack(stream_id)  # ended: no progress lag to report
-            return
-        windows = state.windows
-        in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
-        self._track(partition, stream_id, state.downstream_ms, in_flight)
+            self._acks.pop(stream_id, None)  # ended: no commit to wait for
 
     def committed(self, commit: Commit) -> None:
         self.commits += 1
@@ -261,57 +249,22 @@ class CoordinatorMetrics:
 
     def track(self, partition: int, state: StreamState) -> None:
         """Remember the stream's progress, state and windows (a rebuild's decoded record)."""
-        self.streams.note(partition, state)
-        if state.finished_ms is not None or state.deleted_ms is not None:
-            return
-        windows = state.windows
-        in_flight = windows[0].in_flight if len(windows) == 1 else sum(w.in_flight for w in windows)
-        self._track(partition, state.config.stream_id, state.downstream_ms, in_flight)
+        self.tracked.note(partition, state)
 
     def track_progress(
         self, partition: int, stream_id: str, downstream_ms: int, in_flight: int
     ) -> None:
         """`track` from what a rebuild reads of a running stream (its stored summary)."""
-        self._track(partition, stream_id, downstream_ms, in_flight)
-
-    def _track(self, partition: int, stream_id: str, downstream_ms: int, in_flight: int) -> None:
-        self._marks[stream_id] = downstream_ms
-        entry = self._streams.get(stream_id)
-        if entry is None:
-            self._streams[stream_id] = _Stream(partition, in_flight)
-            self._in_flight += in_flight
-            return
-        if entry.in_flight != in_flight:
-            self._in_flight += in_flight - entry.in_flight
-            entry.in_flight = in_flight
-        entry.partition = partition
+        self.tracked.note_progress(partition, stream_id, downstream_ms, in_flight)
 
     def forget(self, stream_id: str) -> None:
-        self._untrack(stream_id)
-        self.streams.forget(stream_id)
-
-    def _untrack(self, stream_id: str) -> None:
-        entry = self._streams.pop(stream_id, None)
-        if entry is not None:
-            self._in_flight -= entry.in_flight
-        self._marks.pop(stream_id, None)
+        self.tracked.forget(stream_id)
         self._acks.pop(stream_id, None)
 
     def drop_partition(self, partition: int) -> None:
         """The partition went to another coordinator: its streams are no longer ours to report."""
-        for stream_id in [s for s, e in self._streams.items() if e.partition == partition]:
-            self.forget(stream_id)
-        self.streams.drop_partition(partition)
-
-    # -- read by the collector ------------------------------------------------------------
-
-    @property
-    def windows_in_flight(self) -> int:
-        return self._in_flight
-
-    def downstreams(self) -> list[tuple[str, int]]:
-        """(stream_id, downstream_ms) of every tracked stream: a snapshot, safe to iterate."""
-        return list(self._marks.items())  # one C call: atomic under the GIL
+        for stream_id in self.tracked.drop_partition(partition):
+            self._acks.pop(stream_id, None)
 
 
 class EventCollector:

@@ -1,16 +1,22 @@
-"""Streams by state and each pipeline's windows ready and in flight, and the partitions this
-coordinator owns: computed when Prometheus scrapes, O(streams), no table reads.
+"""What the coordinator's gauges know of each owned stream (`TrackedStreams`: one tuple a stream,
+replaced by the metrics' hooks after each decision), and the gauges computed from it when
+Prometheus scrapes, O(streams), no table reads: streams by state and each pipeline's windows
+ready and in flight (`StreamGauges`), and the partitions this coordinator owns.
 
-`StreamGauges` keeps one small tuple per owned stream, replaced by the metrics' hooks after each
-decision (streams.coordinator.telemetry.metrics): its pipeline, the state that time does not
-change (streams.core.view.fixed_status, the rule the published view and so `streams list`
-follow), what tells live from catching up (streams.core.view.status_at, at scrape time), the due
-times of its windows not dispatched yet, and its windows in flight. A window counts as ready
-once its due time has passed (waiting for admission included); a paused stream has none ready.
-`tidemark_streams_late` counts the running streams (live, catching up or retrying) whose progress
-lag exceeds their freshness objective, the lag past which `streams list` says catching up
-(streams.core.view.behind_ms: two windows and the delay), retrying ones included: the bad
-events of the freshness SLO in deploy/prometheus/rules.yml.
+A stream's tuple holds its partition, its pipeline, the state that time does not change
+(streams.core.view.fixed_status, the rule the published view and so `streams list` follow),
+when it starts to be late (streams.core.view.late_after_ms: what tells live from catching up at
+scrape time), the due times of its windows not dispatched yet, its windows in flight, and its
+progress (`downstream_ms`; None once finished) for the progress collector
+(streams.coordinator.telemetry.progress). One tuple in one map, rather than a map per
+collector: at a million streams, three maps and their objects held 276 bytes a stream, the one
+tuple 195 (`bench/tracked_bench.py`, 2026-12-05).
+
+A window counts as ready once its due time has passed (waiting for admission included); a
+paused stream has none ready. `tidemark_streams_late` counts the running streams (live, catching
+up or retrying) whose progress lag exceeds their freshness objective, the lag past which `streams
+list` says catching up (streams.core.view.behind_ms: two windows and the delay), retrying ones
+included: the bad events of the freshness SLO in deploy/prometheus/rules.yml.
 The replay lane's tasks are not counted here (at most `replay_concurrency` per coordinator).
 """
 
@@ -22,62 +28,112 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from streams.clock import now_ms
 from streams.core import StreamState
-from streams.core.view import STATUSES, Status, behind_ms, fixed_status, status_at
+from streams.core.view import STATUSES, Status, fixed_status, late_after_ms
 
-# (partition, pipeline, fixed status (None: live or catching up, by its lag at scrape time),
-# announced_ms, window_ms, delay_ms, due times of the windows not dispatched (none while paused),
-# windows in flight): a plain tuple, made after every decision.
-_Entry = tuple[int, str, Status | None, int, int, int, tuple[int, ...], int]
-_NONE: tuple[int, ...] = ()
+# (partition, pipeline (None: known from a stored summary alone, not in the gauges of state and
+# windows until its next decision), fixed status (None: live or catching up, by the time),
+# late after (ms), due times of the windows not dispatched (None, one int, or a tuple; none
+# while paused), windows in flight, downstream_ms (None: finished, no progress lag)).
+_Record = tuple[int, str | None, Status | None, int, int | tuple[int, ...] | None, int, int | None]
 
 
-class StreamGauges:
-    """`tidemark_streams{state}`, `tidemark_streams_late` and
-    `tidemark_pipeline_windows{pipeline,state}`; a collector.
+class TrackedStreams:
+    """The owned streams' records (see the module docstring), written by the metrics' hooks on
+    the Processor's thread and read whole by the collectors on a scrape's."""
 
-    Streams a rebuild indexed from their stored summaries alone (past the record cache, 100,000
-    streams a coordinator) count from their next decision on.
-    """
-
-    def __init__(self, clock_ms: Callable[[], int] = now_ms) -> None:
-        self._clock_ms = clock_ms
-        self._entries: dict[str, _Entry] = {}
+    def __init__(self) -> None:
+        self._records: dict[str, _Record] = {}
+        self._in_flight = 0  # over the running streams
 
     def note(self, partition: int, state: StreamState) -> None:
         """The stream's state after a decision or a rebuild; a deleted one is forgotten."""
         config = state.config
         if state.deleted_ms is not None:
-            self._entries.pop(config.stream_id, None)
+            self.forget(config.stream_id)
             return
         windows = state.windows
+        due: int | tuple[int, ...] | None
         if len(windows) == 1:  # the usual case: a live stream's one window
             (window,) = windows
             in_flight = 1 if window.in_flight else 0
-            due = _NONE if in_flight or window.finished or state.paused else (window.due_ms,)
+            due = None if in_flight or window.finished or state.paused else window.due_ms
         else:
             in_flight = sum(1 for w in windows if w.in_flight)
-            due = (
-                _NONE
-                if state.paused
-                else tuple(w.due_ms for w in windows if not w.in_flight and not w.finished)
-            )
-        self._entries[config.stream_id] = (
+            waiting = () if state.paused else tuple(
+                w.due_ms for w in windows if not w.in_flight and not w.finished
+            )  # fmt: skip
+            due = waiting or None
+        self._put(config.stream_id, (
             partition,
             config.pipeline,
             fixed_status(state),
-            state.announced_ms,
-            config.window_ms,
-            config.delay_ms,
+            late_after_ms(state.announced_ms, config.window_ms, config.delay_ms),
             due,
             in_flight,
-        )
+            None if state.finished_ms is not None else state.downstream_ms,
+        ))  # fmt: skip
+
+    def note_progress(
+        self, partition: int, stream_id: str, downstream_ms: int, in_flight: int
+    ) -> None:
+        """A running stream's progress and windows in flight, from its stored summary (a
+        rebuild past the record cache): what else the record held is kept."""
+        old = self._records.get(stream_id)
+        if old is None:
+            self._put(stream_id, (partition, None, None, 0, None, in_flight, downstream_ms))
+        else:
+            _, pipeline, fixed, late_ms, due, _, _ = old
+            self._put(
+                stream_id, (partition, pipeline, fixed, late_ms, due, in_flight, downstream_ms)
+            )
+
+    def _put(self, stream_id: str, record: _Record) -> None:
+        old = self._records.get(stream_id)
+        if old is not None and old[6] is not None:
+            self._in_flight -= old[5]
+        if record[6] is not None:
+            self._in_flight += record[5]
+        self._records[stream_id] = record
 
     def forget(self, stream_id: str) -> None:
-        self._entries.pop(stream_id, None)
+        old = self._records.pop(stream_id, None)
+        if old is not None and old[6] is not None:
+            self._in_flight -= old[5]
 
-    def drop_partition(self, partition: int) -> None:
-        for stream_id in [s for s, e in self._entries.items() if e[0] == partition]:
-            del self._entries[stream_id]
+    def drop_partition(self, partition: int) -> list[str]:
+        """Forget the partition's streams; their ids."""
+        dropped = [s for s, record in list(self._records.items()) if record[0] == partition]
+        for stream_id in dropped:
+            self.forget(stream_id)
+        return dropped
+
+    def records(self) -> list[_Record]:
+        """Every record: a snapshot, safe to iterate on another thread."""
+        return list(self._records.values())  # one C call: atomic under the GIL
+
+    # -- what the progress collector reads (streams.coordinator.telemetry.progress.Tracked) --
+
+    @property
+    def windows_in_flight(self) -> int:
+        return self._in_flight
+
+    def downstreams(self) -> list[tuple[str, int]]:
+        """(stream_id, downstream_ms) of every running stream: a snapshot."""
+        items = list(self._records.items())  # one C call: atomic under the GIL
+        return [(stream_id, record[6]) for stream_id, record in items if record[6] is not None]
+
+
+class StreamGauges:
+    """`tidemark_streams{state}`, `tidemark_streams_late` and
+    `tidemark_pipeline_windows{pipeline,state}`; a collector over `TrackedStreams`.
+
+    Streams a rebuild indexed from their stored summaries alone (past the record cache, 100,000
+    streams a coordinator) count from their next decision on.
+    """
+
+    def __init__(self, tracked: TrackedStreams, clock_ms: Callable[[], int] = now_ms) -> None:
+        self._tracked = tracked
+        self._clock_ms = clock_ms
 
     def describe(self) -> Iterable[Metric]:
         return list(self._families())
@@ -88,19 +144,23 @@ class StreamGauges:
         late = 0
         ready: dict[str, int] = {}
         in_flight: dict[str, int] = {}
-        entries = list(self._entries.values())  # one C call: a snapshot under the GIL
-        for _, pipeline, fixed, announced_ms, window_ms, delay_ms, due, flying in entries:
+        for _, pipeline, fixed, late_ms, due, flying, _ in self._tracked.records():
+            if pipeline is None:
+                continue
             if fixed is None:
-                status = status_at("live", announced_ms, window_ms, delay_ms, now)
-                states[status] += 1
-                late += status == "catching up"
+                behind = now > late_ms
+                states["catching up" if behind else "live"] += 1
+                late += behind
             else:
                 states[fixed] += 1
-                if fixed == "retrying" and now - announced_ms > behind_ms(window_ms, delay_ms):
+                if fixed == "retrying" and now > late_ms:
                     late += 1
             if pipeline not in ready:
                 ready[pipeline] = in_flight[pipeline] = 0
-            if due:
+            if isinstance(due, int):
+                if due <= now:
+                    ready[pipeline] += 1
+            elif due is not None:
                 ready[pipeline] += sum(1 for d in due if d <= now)
             in_flight[pipeline] += flying
         by_state, late_streams, windows = self._families()
