@@ -436,7 +436,7 @@ class FakeCoordinator:
             for topic, key, value in self.outcomes(self.requests[0]) if self.requests else []:
                 raw = None if value is None else json.dumps(value).encode()
                 producer.produce(f"{self.cli.prefix}.{topic}", raw, key.encode())
-            producer.flush(10)
+            assert producer.flush(60) == 0, "records left unsent after 60 s"
         finally:
             tail.close()
 
@@ -475,7 +475,9 @@ def seed_bypasses(cli: Cli, s: str, starts: list[int]) -> None:
     for start in starts:
         value = json.dumps(bypassed(s, start)).encode()
         producer.produce(f"{cli.prefix}.bypassed", value, f"{s}/{start}".encode())
-    producer.flush(10)
+    # Topics just made may take a while to take writes on a loaded machine: a CI run's replay
+    # tests found nothing after a 10 s flush that had left 2 records unsent.
+    assert producer.flush(60) == 0, "records left unsent after 60 s"
 
 
 T0 = 1_795_946_400_000  # 2026-11-29T10:00:00Z

@@ -127,13 +127,13 @@ def test_the_engines_reader_follows_the_view(bare: Cli) -> None:
     first, second = SourceLimits("a", max_in_flight=3), SourceLimits("b", rate_per_s=2.0)
     for limits in (first, second):
         producer.produce(topic, encode_source_view(limits, 1), source_view_key(limits.source))
-    producer.flush(10)
+    assert producer.flush(60) == 0, "records left unsent after 60 s"
     table.start()
     try:
         wait_for("both sources", lambda: latest() == {"a": first, "b": second})
         producer.produce(topic, None, source_view_key("a"))  # deleted
         producer.produce(topic, b"{not json", source_view_key("c"))  # skipped, logged
-        producer.flush(10)
+        assert producer.flush(60) == 0, "records left unsent after 60 s"
         wait_for("a's tombstone", lambda: latest() == {"b": second})
         assert table.caught_up()
     finally:
@@ -220,7 +220,7 @@ class RejectingCoordinator:
                 at = (msg.topic(), msg.partition(), msg.offset())
                 value = rejected_value(*at, reason, msg.key(), msg.value())
                 producer.produce(topics.rejected, value, msg.key())
-                producer.flush(10)
+                assert producer.flush(60) == 0, "records left unsent after 60 s"
                 return
         finally:
             consumer.close()

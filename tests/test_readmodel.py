@@ -262,7 +262,7 @@ def test_refresh_reads_both_topics_then_only_what_is_new(kafka: KafkaSettings, u
         send("streams", view(name), name)
     send("streams", view("b", downstream_ms=T0 + MIN), "b")
     send("bypassed", bypass(T0, "c"), f"c/{T0}")
-    producer.flush(10)
+    assert producer.flush(60) == 0, "records left unsent after 60 s"
 
     rm = ReadModel(kafka, topics.prefix)
     try:
@@ -274,7 +274,7 @@ def test_refresh_reads_both_topics_then_only_what_is_new(kafka: KafkaSettings, u
 
         send("streams", None, "a")
         send("bypassed", None, f"c/{T0}")
-        producer.flush(10)
+        assert producer.flush(60) == 0, "records left unsent after 60 s"
         rm.refresh(timeout_s=20)
 
         assert [v.stream_id for v in rm.streams()] == ["b", "c"]
@@ -313,7 +313,7 @@ def test_refresh_reads_committed_transactions_only_and_ends_at_the_commit_marker
         assert the(rm, "s").downstream_ms == T0 + MIN
 
         transaction(T0 + 2 * MIN)  # left open
-        producer.flush(10)
+        assert producer.flush(60) == 0, "records left unsent after 60 s"
         rm.refresh(timeout_s=20)
         assert rm.caught_up  # at the last stable offset, not behind the open transaction
         assert the(rm, "s").downstream_ms == T0 + MIN

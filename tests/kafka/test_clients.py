@@ -90,7 +90,7 @@ def test_transactions_visible_to_read_committed_only_when_committed(
     # A marker after both, so we know when the consumer has read far enough.
     plain = Producer(kafka.producer())
     plain.produce(topic, b"end", b"k")
-    plain.flush(10)
+    assert plain.flush(60) == 0, "records left unsent after 60 s"
 
     committed = _consume(kafka, topic, f"rc-{unique}", 2, **{"isolation.level": "read_committed"})
     uncommitted = _consume(

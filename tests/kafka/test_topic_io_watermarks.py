@@ -37,7 +37,12 @@ class _Admin:
 
 @pytest.mark.parametrize(
     "code",
-    [KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION],
+    [
+        KafkaError._NOENT,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+    ],
 )
 def test_no_leader_yet_is_asked_again(code: int) -> None:
     admin = _Admin(code, failures=2)

@@ -28,7 +28,7 @@ class Feed:
             key = value.get("stream_id")
         key_bytes = key.encode() if isinstance(key, str) else key
         self._producer.produce(f"{self.prefix}.{topic}", raw, key_bytes)
-        self._producer.flush(10)
+        assert self._producer.flush(60) == 0, "records left unsent after 60 s"
 
     def send_many(self, topic: str, values: Iterable[dict[str, Any]]) -> None:
         """Each value keyed by its stream_id, flushed once at the end."""
@@ -36,7 +36,7 @@ class Feed:
             key = value["stream_id"].encode()
             self._producer.produce(f"{self.prefix}.{topic}", json.dumps(value).encode(), key)
             self._producer.poll(0)
-        self._producer.flush(30)
+        assert self._producer.flush(60) == 0, "records left unsent after 60 s"
 
     def upsert(self, stream_id: str, start_ms: int, **config: Any) -> None:
         self.send("control", {"type": "upsert", "stream_id": stream_id, "start_ms": start_ms,
