@@ -25,7 +25,7 @@ WINDOW_S = 10
 
 
 @pytest.fixture(scope="module")
-def stack(local_images: LocalImages, request: pytest.FixtureRequest) -> Iterator[ComposeStack]:
+def stack(local_images: LocalImages) -> Iterator[ComposeStack]:
     stack = ComposeStack(local_images.compose_env())
     services = ["kafka", "topics", "coordinator", "worker-1", "worker-2", "status-page",
                 "prometheus", *(["grafana"] if exists(GRAFANA) else [])]  # fmt: skip
@@ -34,10 +34,8 @@ def stack(local_images: LocalImages, request: pytest.FixtureRequest) -> Iterator
         healthy = {name: "healthy" for name in services if name != "topics"}
         stack.wait({**healthy, "topics": "exited 0"}, timeout_s=420)
         yield stack
-    except BaseException:
-        print(stack.logs())
-        raise
     finally:
+        print(stack.logs())  # pytest shows it with a failure of the set-up or a test
         stack.down()
 
 

@@ -22,6 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from streams.dev.broker.jars import POM
 from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION, maven_profile
@@ -52,10 +53,17 @@ def _say(message: str) -> None:
     print(f"images: {message}", file=sys.stderr, flush=True)
 
 
-def _run(cmd: list[str], what: str, **kwargs: object) -> None:
-    """Run a build step; on failure raise with the tail of its output."""
+STEP_TIMEOUT_S = 900.0  # a build step (an apt or pip download among them) at most
+
+
+def _run(cmd: list[str], what: str, stdin: IO[bytes] | None = None) -> None:
+    """Run a build step; on failure, or past STEP_TIMEOUT_S, raise with the tail of its output."""
     began = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+    try:
+        done = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, check=False,
+                              timeout=STEP_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        raise DockerUnavailable(f"{what} did not finish within {STEP_TIMEOUT_S:g} s") from exc
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
         raise DockerUnavailable(f"{what} failed (exit {done.returncode}):\n{tail}")
