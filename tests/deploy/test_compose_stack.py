@@ -3,7 +3,8 @@ and Prometheus (Grafana too when its image is on this machine) come up healthy, 
 registered through the CLI progress, and Prometheus scrapes every target.
 
 The images are the local stand-ins (streams/dev/docker/images.py) where no registry is
-reachable; the compose file is the users' own, switched by its variables. `make test-docker`.
+reachable; the compose file is the users' own, switched by its variables. `make test-docker`;
+the services' logs go to test-output/compose-stack.log.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import pytest
 
 from streams.dev.docker import LocalImages
 from streams.dev.docker.images import exists
-from tests.deploy.compose import ComposeStack
+from tests.deploy.compose import ROOT, ComposeStack
 
 pytestmark = [pytest.mark.docker]
 
+LOGS = ROOT / "test-output" / "compose-stack.log"  # the services' last lines, each run
 GRAFANA = "grafana/grafana:11.4.0"  # docker-compose.yml's default; used when at hand
 WINDOW_S = 10
 
@@ -35,7 +37,10 @@ def stack(local_images: LocalImages) -> Iterator[ComposeStack]:
         stack.wait({**healthy, "topics": "exited 0"}, timeout_s=420)
         yield stack
     finally:
-        print(stack.logs())  # pytest shows it with a failure of the set-up or a test
+        logs = stack.logs()
+        LOGS.parent.mkdir(exist_ok=True)
+        LOGS.write_text(logs)  # after the run, for a failed test
+        print(logs)  # shown with a failed set-up
         stack.down()
 
 
