@@ -28,7 +28,10 @@ class Feed:
             key = value.get("stream_id")
         key_bytes = key.encode() if isinstance(key, str) else key
         self._producer.produce(f"{self.prefix}.{topic}", raw, key_bytes)
-        assert self._producer.flush(60) == 0, "records left unsent after 60 s"
+        # Not checked: the responder answers through broker outages with this, and a record
+        # left in the producer's queue goes out once the broker is back (an assert here killed
+        # the responder in the full-outage test).
+        self._producer.flush(10)
 
     def send_many(self, topic: str, values: Iterable[dict[str, Any]]) -> None:
         """Each value keyed by its stream_id, flushed once at the end."""
@@ -36,7 +39,7 @@ class Feed:
             key = value["stream_id"].encode()
             self._producer.produce(f"{self.prefix}.{topic}", json.dumps(value).encode(), key)
             self._producer.poll(0)
-        assert self._producer.flush(60) == 0, "records left unsent after 60 s"
+        self._producer.flush(30)  # as `send`: what is left goes out with the next flush
 
     def upsert(self, stream_id: str, start_ms: int, **config: Any) -> None:
         self.send("control", {"type": "upsert", "stream_id": stream_id, "start_ms": start_ms,
