@@ -2,7 +2,7 @@
 # dependency at the version constraints.txt pins. Used by docker-compose.yml.
 #
 # BASE is any Debian-like image: python:3.11-slim by default; the tests build on a local Debian
-# made with debootstrap where no registry is reachable (streams/dev/images.py), and install
+# made with debootstrap where no registry is reachable (streams/dev/docker/images.py), and install
 # Python 3.11 from Debian when the base has none. Either way Tidemark lives in /opt/tidemark.
 ARG BASE=python:3.11-slim
 FROM ${BASE}
