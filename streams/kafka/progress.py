@@ -99,7 +99,16 @@ class ProgressWatch:
             return None
         for tp, pos in positions.items():
             end = ends.get(tp)
-            if end is not None and end > pos and end != self._ends.get(tp):
+            if end is None:
+                continue
+            seen = self._ends.get(tp)
+            if seen is None:
+                # Its end was not among those of the last progress (asked before a rebalance
+                # gave it the partition): a baseline, not a move. An empty control partition,
+                # taken for moved from nothing, made a coordinator "stalled" 30 s after a
+                # rebalance (a fresh-clone make test).
+                self._ends[tp] = end
+            elif end > pos and end != seen:
                 self._moved_ms.setdefault(tp, now_ms)  # records it has not read since then
         behind = {
             tp: (positions[tp], ends[tp])

@@ -47,6 +47,17 @@ def test_an_end_that_does_not_move_is_no_stall() -> None:
     assert watch.observe({T: 10}, {T: 31}, now_ms=62_000) == Stall(62_000, {T: (10, 31)})
 
 
+def test_an_end_first_seen_after_the_last_progress_is_a_baseline_not_a_move() -> None:
+    # The ends asked for before a rebalance gave it U; U is empty and nothing is read (-1).
+    watch = ProgressWatch(bound_ms=1000)
+    assert watch.observe({T: -1, U: -1}, {T: 0}, now_ms=0) is None
+    assert watch.observe({T: -1, U: -1}, {T: 0, U: 0}, now_ms=500) is None
+    assert watch.observe({T: -1, U: -1}, {T: 0, U: 0}, now_ms=60_000) is None  # was a stall
+    # Records arriving on U after that are a move, and a stall once the bound passed.
+    assert watch.observe({T: -1, U: -1}, {T: 0, U: 3}, now_ms=61_000) is None
+    assert watch.observe({T: -1, U: -1}, {T: 0, U: 3}, now_ms=62_000) == Stall(62_000, {U: (-1, 3)})
+
+
 def test_a_caught_up_consumer_is_idle_not_stalled() -> None:
     watch = ProgressWatch(bound_ms=1000)
     assert watch.observe({T: 10}, {T: 10}, now_ms=0) is None
