@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION, maven_profile
@@ -75,22 +76,30 @@ def fetch_jars(jars_dir: Path = JARS_DIR, version: str | None = None) -> Path:
             f"{jars_dir} holds Kafka {held}, not {version}; name another folder"
         )
     version = version or KAFKA_VERSION
-    if shutil.which("mvn") is None:
-        raise BrokerUnavailable("Maven (mvn) is needed to fetch the Kafka jars; install it")
     staging = jars_dir.with_name(jars_dir.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     print(f"fetching Apache Kafka {version} jars from Maven Central ...", file=sys.stderr)
-    cmd = [
-        "mvn", "-q", "-B", "-f", str(POM), *maven_profile(version), "dependency:copy-dependencies",
-        f"-Dkafka.version={version}", "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise BrokerUnavailable(f"mvn could not fetch the Kafka jars:\n{done.stdout}{done.stderr}")
+    copy_jars(staging, version)
     (staging / f"{_MARKER_PREFIX}{version}").touch()
     shutil.rmtree(jars_dir, ignore_errors=True)
     staging.rename(jars_dir)
     return jars_dir
+
+
+def copy_jars(into: Path, version: str, profiles: Sequence[str] = ()) -> None:
+    """Copy Kafka `version`'s runtime jars, and those of the pom's extra `profiles` (`tools`:
+    the command-line tools), into `into` with Maven (its local cache once fetched)."""
+    if shutil.which("mvn") is None:
+        raise BrokerUnavailable("Maven (mvn) is needed to fetch the Kafka jars; install it")
+    extra = [arg for profile in profiles for arg in ("-P", profile)]
+    cmd = [
+        "mvn", "-q", "-B", "-f", str(POM), *maven_profile(version), *extra,
+        "dependency:copy-dependencies", f"-Dkafka.version={version}", "-DincludeScope=runtime",
+        f"-DoutputDirectory={into}",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BrokerUnavailable(f"mvn could not fetch the Kafka jars:\n{done.stdout}{done.stderr}")
 
 
 def java() -> str:

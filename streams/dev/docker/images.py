@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from streams.dev.broker.jars import POM
-from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION, maven_profile
+from streams.dev.broker.jars import copy_jars
+from streams.dev.broker.versions import DEFAULT_KAFKA_VERSION
 from streams.dev.docker.engine import INSTALL_HINT, ROOT, DockerUnavailable
+from streams.errors import BrokerUnavailable
 
 IMAGES = ROOT / "deploy" / "images"
 BASE = "tidemark/debian:bookworm"
@@ -146,15 +147,11 @@ def build(tag: str, context: Path, dockerfile: Path | None = None, base: str = B
 
 def kafka_jars(into: Path, version: str) -> None:
     """Kafka's broker and tools jars from Maven Central (the local Maven cache once fetched)."""
-    cmd = [
-        "mvn", "-q", "-B", "-f", str(POM), *maven_profile(version), "-P", "tools",
-        "dependency:copy-dependencies", f"-Dkafka.version={version}",
-        "-DincludeScope=runtime", f"-DoutputDirectory={into}",
-    ]  # fmt: skip
-    if shutil.which("mvn") is None:
-        raise DockerUnavailable("Maven (mvn) is needed to fetch the Kafka jars; install it")
     _say(f"fetching Kafka {version}'s jars for the image ...")
-    _run(cmd, "mvn dependency:copy-dependencies")
+    try:
+        copy_jars(into, version, profiles=["tools"])
+    except BrokerUnavailable as exc:
+        raise DockerUnavailable(str(exc)) from exc
 
 
 def kafka_image(version: str = DEFAULT_KAFKA_VERSION, base: str = BASE) -> str:
