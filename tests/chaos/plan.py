@@ -13,9 +13,15 @@ from .auditor import Incarnation, StreamPlan
 
 FOREVER_MS = 10**13  # an outage that never ends (year 2286)
 # The `source` kind: streams sharing source S, all down from their creation for this long, far
-# past their 5 s budget; coordinators are killed during it (run.py, `Chaos.outage_faults`).
+# past their budget; coordinators are killed during it (run.py, `Chaos.outage_faults`).
 SOURCE = "S"
 SOURCE_OUTAGE_MS = 90_000
+# Their budget outlasts run.py's HEALTH_STALE_MS (20 s) and a takeover, as production's defaults
+# do (5 min against 30 s): a coordinator SIGKILLed as the outage begins leaves counts from before
+# it (none failing) that dilute the source's until they are stale, so the guard may learn of the
+# outage that late (docs/concepts.md). A 5 s budget let a seed's early kills bypass a window
+# 6 s into the outage (seed 121983).
+SOURCE_BYPASS_AFTER_MS = 25_000
 SOURCE_STREAMS_MIN = 12  # about 2 a partition: a coordinator's own share can make an outage
 
 
@@ -129,7 +135,7 @@ def streams(now_ms: int, count: int = 200) -> list[Upsert]:
             {
                 "start_ms": live_start,
                 "window_ms": 2000,
-                "bypass_after_ms": 5000,
+                "bypass_after_ms": SOURCE_BYPASS_AFTER_MS,
                 "retry": {"strategy": "fixed", "interval_ms": 1000},
                 "source": SOURCE,
                 "params": {"outage_until_ms": now_ms + SOURCE_OUTAGE_MS},

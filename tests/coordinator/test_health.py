@@ -163,6 +163,23 @@ def test_other_partitions_count_from_their_fresh_entries_and_stale_ones_expire()
     assert health.totals(T0 + 30_000) == {"S": SourceCounts(0, 1)}  # partition 1's expired
 
 
+def test_a_dead_owners_counts_from_before_an_outage_delay_it_until_they_are_stale() -> None:
+    """The bound docs/concepts.md states (seen in a chaos run, seed 121983): an owner SIGKILLed
+    as its source goes down leaves entries from before (none failing), and they keep the
+    source's share of failing streams under `outage_ratio` until they are `stale_ms` old; so
+    the guard learns of the outage up to `stale_ms` (plus a takeover) after it began, and a
+    budget shorter than that may run out first."""
+    view = {health_key(1): _entry(1, T0, 0, 7)}  # the dead owner's last entry, before failures
+    health = SourceHealth(OutagePolicy(), "c1", lambda: view, stale_ms=20_000)
+    for stream in ("a", "b", "c", "d", "e"):  # every stream of this coordinator's fails
+        health.note(0, stream, _state(stream, "S", True))
+    health.built({0})
+    health.refresh(T0 + 19_999)
+    assert health.totals(T0 + 19_999) == {"S": SourceCounts(5, 12)} and health.outages == []
+    health.refresh(T0 + 20_000)  # the entry is stale: only what is known counts
+    assert [(o.source, o.failing, o.total) for o in health.outages] == [("S", 5, 5)]
+
+
 def test_refresh_tracks_outages_and_returns_held_streams_when_one_ends() -> None:
     view = {health_key(1): _entry(1, T0, 3, 3)}
     health = SourceHealth(OutagePolicy(), "c1", lambda: view)
