@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -17,6 +18,8 @@ from streams.coordinator.health import Outage
 from streams.coordinator.settings import CoordinatorSettings
 from streams.coordinator.telemetry.metrics import CoordinatorMetrics
 from streams.coordinator.telemetry.outage import OutageCollector
+from streams.coordinator.telemetry.streams import TrackedStreams
+from streams.core import StreamConfig, create_state
 from streams.core.view import STATUSES
 from streams.topics import Topics
 from streams.worker.metrics import WorkerMetrics
@@ -187,3 +190,32 @@ def test_the_confluent_engine_registers_its_build_info_and_the_processors_gauges
     assert registry.get_sample_value("tidemark_build_info", labels) == 1
     assert registry.get_sample_value("tidemark_partitions_total") == 4
     assert registry.get_sample_value("tidemark_outage_max_hold_seconds") == 6 * 3600
+
+
+def test_tracked_streams_make_records_from_the_latest_parked_state_within_a_bound() -> None:
+    """A decision parks its state; a read makes the record from the latest one; a forget drops
+    a parked one; no more than PENDING_MAX states stay parked (streams.coordinator.telemetry
+    .streams.TrackedStreams)."""
+
+    def state(stream_id: str, start_ms: int, pipeline: str = "default") -> Any:
+        config = StreamConfig(stream_id=stream_id, start_ms=start_ms, pipeline=pipeline)
+        return create_state(config, start_ms).state
+
+    tracked = TrackedStreams()
+    tracked.PENDING_MAX = 3
+    tracked.note(0, state("a", 60_000))
+    tracked.note(0, state("a", 120_000, "logs"))  # the latest counts
+    tracked.note(1, state("b", 60_000))
+    assert sorted((r[0], r[1], r[6]) for r in tracked.records()) == [
+        (0, "logs", 120_000),
+        (1, "default", 60_000),
+    ]
+    tracked.note(0, state("c", 60_000))
+    tracked.forget("c")  # parked, then forgotten: never counted
+    assert [r[1] for r in tracked.records()] == ["logs", "default"]
+    for n in range(7):
+        tracked.note(0, state(f"s-{n}", 60_000))
+        assert len(tracked._pending) < tracked.PENDING_MAX
+    tracked.note_progress(0, "s-6", 180_000, 0)  # a parked stream's summary comes after it
+    assert ("s-6", 180_000) in tracked.downstreams()
+    assert tracked.drop_partition(1) == ["b"] and len(tracked.records()) == 8

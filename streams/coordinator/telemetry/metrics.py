@@ -139,18 +139,30 @@ class CoordinatorMetrics:
     def result(self, outcome: str, pipeline: str | None = None) -> None:
         """A result decoded; `pipeline` is its worker's (None: the default pipeline's)."""
         self.results[outcome] += 1  # the wire contract admits only these outcomes
-        key = (self._pipeline_label(pipeline or DEFAULT_PIPELINE), outcome)
-        self.results_by_pipeline[key] = self.results_by_pipeline.get(key, 0) + 1
+        counts = self.results_by_pipeline
+        key = (pipeline or DEFAULT_PIPELINE, outcome)
+        count = counts.get(key)  # a label seen before: the usual case, one lookup
+        if count is None:
+            key = (self._pipeline_label(key[0]), outcome)
+            count = counts.get(key, 0)
+        counts[key] = count + 1
 
     def _dispatched(self, pipeline: str, count: int) -> None:
-        label = self._pipeline_label(pipeline)
-        self.tasks_by_pipeline[label] = self.tasks_by_pipeline.get(label, 0) + count
+        counts = self.tasks_by_pipeline
+        if pipeline in counts:  # a label seen before: the usual case
+            counts[pipeline] += count
+        else:
+            label = self._pipeline_label(pipeline)
+            counts[label] += count
 
     def _pipeline_label(self, pipeline: str) -> str:
+        """The label a pipeline counts under: its name, or OTHER_PIPELINES past
+        MAX_PIPELINE_LABELS names (one set of names for both families)."""
         known = self.tasks_by_pipeline
         if pipeline in known or len(known) < MAX_PIPELINE_LABELS:
-            known.setdefault(pipeline, 0)  # one set of names for both families
+            known.setdefault(pipeline, 0)
             return pipeline
+        known.setdefault(OTHER_PIPELINES, 0)
         return OTHER_PIPELINES
 
     def ignored(self, reason: str) -> None:

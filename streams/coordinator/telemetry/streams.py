@@ -1,7 +1,7 @@
 """What the coordinator's gauges know of each owned stream (`TrackedStreams`: one tuple a stream,
-replaced by the metrics' hooks after each decision), and the gauges computed from it when
-Prometheus scrapes, O(streams), no table reads: streams by state and each pipeline's windows
-ready and in flight (`StreamGauges`), and the partitions this coordinator owns.
+made from its latest state, which the metrics' hooks park after each decision), and the gauges
+computed from it when Prometheus scrapes, O(streams), no table reads: streams by state and each
+pipeline's windows ready and in flight (`StreamGauges`), and the partitions this coordinator owns.
 
 A stream's tuple holds its partition, its pipeline, the state that time does not change
 (streams.core.view.fixed_status, the rule the published view and so `streams list` follow),
@@ -22,6 +22,7 @@ The replay lane's tasks are not counted here (at most `replay_concurrency` per c
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -39,53 +40,61 @@ _Record = tuple[int, str | None, Status | None, int, int | tuple[int, ...] | Non
 
 class TrackedStreams:
     """The owned streams' records (see the module docstring), written by the metrics' hooks on
-    the Processor's thread and read whole by the collectors on a scrape's."""
+    the Processor's thread and read whole by the collectors on a scrape's.
+
+    A decision only parks the stream's state (`note`: one dict write under a lock); the record
+    is made from the latest parked state when a collector reads (`records`, `downstreams`,
+    `windows_in_flight`), or when `PENDING_MAX` streams are parked. A stream decided many times
+    between two scrapes (a catching-up stream is decided once a result) costs one record, not
+    one a decision: making it each time was 2 to 3 µs of the Processor's 30 a result
+    (bench/processor_bench.py, cProfile). The bound keeps the states parked, which may have left
+    the record cache, to a few MB.
+    """
+
+    PENDING_MAX = 8192
 
     def __init__(self) -> None:
         self._records: dict[str, _Record] = {}
         self._in_flight = 0  # over the running streams
+        self._pending: dict[str, tuple[int, StreamState]] = {}  # parked by `note`
+        self._lock = threading.Lock()  # `_pending` and `_records` between the two threads
 
     def note(self, partition: int, state: StreamState) -> None:
         """The stream's state after a decision or a rebuild; a deleted one is forgotten."""
-        config = state.config
         if state.deleted_ms is not None:
-            self.forget(config.stream_id)
+            self.forget(state.config.stream_id)
             return
-        windows = state.windows
-        due: int | tuple[int, ...] | None
-        if len(windows) == 1:  # the usual case: a live stream's one window
-            (window,) = windows
-            in_flight = 1 if window.in_flight else 0
-            due = None if in_flight or window.finished or state.paused else window.due_ms
-        else:
-            in_flight = sum(1 for w in windows if w.in_flight)
-            waiting = () if state.paused else tuple(
-                w.due_ms for w in windows if not w.in_flight and not w.finished
-            )  # fmt: skip
-            due = waiting or None
-        self._put(config.stream_id, (
-            partition,
-            config.pipeline,
-            fixed_status(state),
-            late_after_ms(state.announced_ms, config.window_ms, config.delay_ms),
-            due,
-            in_flight,
-            None if state.finished_ms is not None else state.downstream_ms,
-        ))  # fmt: skip
+        pending = self._pending
+        with self._lock:
+            pending[state.config.stream_id] = (partition, state)
+            if len(pending) >= self.PENDING_MAX:
+                self._settle()
+
+    def _settle(self) -> None:
+        """Make the parked states' records (the caller holds the lock)."""
+        pending = self._pending
+        if pending:
+            self._pending = {}
+            for stream_id, (partition, state) in pending.items():
+                self._put(stream_id, _record(partition, state))
 
     def note_progress(
         self, partition: int, stream_id: str, downstream_ms: int, in_flight: int
     ) -> None:
         """A running stream's progress and windows in flight, from its stored summary (a
         rebuild past the record cache): what else the record held is kept."""
-        old = self._records.get(stream_id)
-        if old is None:
-            self._put(stream_id, (partition, None, None, 0, None, in_flight, downstream_ms))
-        else:
-            _, pipeline, fixed, late_ms, due, _, _ = old
-            self._put(
-                stream_id, (partition, pipeline, fixed, late_ms, due, in_flight, downstream_ms)
-            )
+        with self._lock:
+            parked = self._pending.pop(stream_id, None)
+            if parked is not None:
+                self._put(stream_id, _record(*parked))
+            old = self._records.get(stream_id)
+            if old is None:
+                self._put(stream_id, (partition, None, None, 0, None, in_flight, downstream_ms))
+            else:
+                _, pipeline, fixed, late_ms, due, _, _ = old
+                self._put(
+                    stream_id, (partition, pipeline, fixed, late_ms, due, in_flight, downstream_ms)
+                )
 
     def _put(self, stream_id: str, record: _Record) -> None:
         old = self._records.get(stream_id)
@@ -96,31 +105,67 @@ class TrackedStreams:
         self._records[stream_id] = record
 
     def forget(self, stream_id: str) -> None:
-        old = self._records.pop(stream_id, None)
-        if old is not None and old[6] is not None:
-            self._in_flight -= old[5]
+        with self._lock:
+            self._pending.pop(stream_id, None)
+            old = self._records.pop(stream_id, None)
+            if old is not None and old[6] is not None:
+                self._in_flight -= old[5]
 
     def drop_partition(self, partition: int) -> list[str]:
         """Forget the partition's streams; their ids."""
-        dropped = [s for s, record in list(self._records.items()) if record[0] == partition]
+        with self._lock:
+            self._settle()
+            dropped = [s for s, record in self._records.items() if record[0] == partition]
         for stream_id in dropped:
             self.forget(stream_id)
         return dropped
 
     def records(self) -> list[_Record]:
         """Every record: a snapshot, safe to iterate on another thread."""
-        return list(self._records.values())  # one C call: atomic under the GIL
+        with self._lock:
+            self._settle()
+            return list(self._records.values())
 
     # -- what the progress collector reads (streams.coordinator.telemetry.progress.Tracked) --
 
     @property
     def windows_in_flight(self) -> int:
-        return self._in_flight
+        with self._lock:
+            self._settle()
+            return self._in_flight
 
     def downstreams(self) -> list[tuple[str, int]]:
         """(stream_id, downstream_ms) of every running stream: a snapshot."""
-        items = list(self._records.items())  # one C call: atomic under the GIL
+        with self._lock:
+            self._settle()
+            items = list(self._records.items())
         return [(stream_id, record[6]) for stream_id, record in items if record[6] is not None]
+
+
+def _record(partition: int, state: StreamState) -> _Record:
+    """A running stream's record (see the module docstring)."""
+    config = state.config
+    windows = state.windows
+    due: int | tuple[int, ...] | None
+    if len(windows) == 1:  # the usual case: a live stream's one window
+        (window,) = windows
+        in_flight = 1 if window.in_flight else 0
+        due = None if in_flight or window.finished or state.paused else window.due_ms
+    else:
+        in_flight = sum(1 for w in windows if w.in_flight)
+        waiting = () if state.paused else tuple(
+            w.due_ms for w in windows if not w.in_flight and not w.finished
+        )  # fmt: skip
+        due = waiting or None
+    return (
+        partition,
+        config.pipeline,
+        fixed_status(state),
+        late_after_ms(state.announced_ms, config.window_ms, config.delay_ms),
+        due,
+        in_flight,
+        None if state.finished_ms is not None else state.downstream_ms,
+    )
 
 
 class StreamGauges:
