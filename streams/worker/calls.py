@@ -7,8 +7,9 @@ every task would fail. Either way a call never raises, and its outcome (checked 
 all the runtime sees: heartbeats, shutdown nacks and commits are the same for both kinds.
 
 Only a coroutine can be stopped from outside: one that runs longer than ``max_task_s`` is
-cancelled (its ``finally`` blocks run) and answered with a ``timeout`` nack. A thread cannot
-be; it only loses its heartbeats then (``streams.worker.jobs``).
+cancelled (its ``finally`` blocks run; ``streams.worker.deadlines``) and answered with a
+``timeout`` nack; a ``TimeoutError`` the handler raises itself is an error like any other. A
+thread cannot be; it only loses its heartbeats then (``streams.worker.jobs``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from streams.handler import (
 from streams.handler import handler_kind as kind_of
 from streams.params import with_typed_params
 from streams.worker.aio import LoopExecutor
+from streams.worker.deadlines import Deadlines
 from streams.worker.jobs import Job
 from streams.worker.pool import HandlerPool
 from streams.worker.ports import CoroutineExecutor, HandlerExecutor
@@ -65,6 +67,7 @@ class HandlerCalls:
         self.kind = kind_of(handler)
         self._outcomes = outcomes
         self._max_task_s = max_task_s
+        self._deadlines = Deadlines(max_task_s)  # a coroutine handler's, on its loop
         self._threads: HandlerExecutor | None = None
         self._loop: CoroutineExecutor | None = None
         if self.kind == "coroutine":
@@ -115,24 +118,25 @@ class HandlerCalls:
         """On the loop: await the handler, at most ``max_task_s``; never raise but on a
         cancellation from outside (the executor's close), after handing over a shutdown nack."""
         outcome: Outcome
-        limit = asyncio.timeout(self._max_task_s)
+        task = cast("asyncio.Task[None]", asyncio.current_task())
+        deadlines = self._deadlines
+        deadlines.start(task)
         try:
-            async with limit:
-                answer = await self._async_handler(job.task)
+            answer = await self._async_handler(job.task)
             outcome = checked_outcome(job.task, answer)
-        except TimeoutError as exc:
-            if not limit.expired():  # the handler's own TimeoutError: an error like any other
-                outcome = error_outcome(exc)
-            else:
-                message = f"the handler ran longer than {self._max_task_s:g} s; cancelled"
-                log.warning("task %s: %s", job.task.task_id, message)
-                outcome = Nack(TIMEOUT, message)
-        except asyncio.CancelledError:  # the worker is closing: its answer is shutdown already
-            self._put(job, Nack(SHUTDOWN, "the worker stopped; the call was cancelled"))
-            raise
+        except asyncio.CancelledError:
+            if not deadlines.expired(task) or task.uncancel() > 0:
+                # the worker is closing: its answer is shutdown already
+                self._put(job, Nack(SHUTDOWN, "the worker stopped; the call was cancelled"))
+                raise
+            message = f"the handler ran longer than {self._max_task_s:g} s; cancelled"
+            log.warning("task %s: %s", job.task.task_id, message)
+            outcome = Nack(TIMEOUT, message)
         except BaseException as exc:  # a handler error must never kill the worker
             log.warning("task %s: the handler raised", job.task.task_id, exc_info=True)
             outcome = error_outcome(exc)
+        finally:
+            deadlines.finish(task)
         self._put(job, outcome)
 
     def _put(self, job: Job, outcome: Outcome) -> None:
