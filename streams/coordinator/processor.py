@@ -63,7 +63,7 @@ class Processor:
     `monotonic_ms` is the clock of intervals inside the process (a tick's resend); window
     times use the `now_ms` each call passes.
     `source_limits`: the latest limits per source (the `sources` view read whole:
-    streams.coordinator.limits_table); with `health`, every
+    streams.coordinator.limits_table; None while not known yet); with `health`, every
     dispatch is admitted by them (streams.coordinator.admission); without, nothing is gated.
     `catch_up_max_ms`: takeover grace (see `streams.coordinator.ownership`); an engine that
     passes it calls `on_caught_up(p)` once it has read `results` of p up to where they stood
@@ -85,7 +85,7 @@ class Processor:
         monotonic_ms: Callable[[], int] = clock.monotonic_ms,
         catch_up_max_ms: int | None = None,
         health: SourceHealth | None = None,
-        source_limits: Callable[[], Mapping[str, SourceLimits]] | None = None,
+        source_limits: Callable[[], Mapping[str, SourceLimits] | None] | None = None,
     ) -> None:
         self.topics = topics
         self.partitions = partitions

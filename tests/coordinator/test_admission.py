@@ -27,14 +27,14 @@ SECOND_MS = 1_000
 
 
 def gated(
-    limits: Mapping[str, SourceLimits],
+    limits: Mapping[str, SourceLimits] | Callable[[], Mapping[str, SourceLimits] | None],
     partitions: int = 6,
     store: InMemoryStore | None = None,
     replay_store: InMemoryStore | None = None,
 ) -> Driver:
-    """A driver whose Processor admits by `limits`, with a `health` view made of the entries it
-    published itself (one coordinator owning every partition); `store` and `replay_store`: a
-    restart's."""
+    """A driver whose Processor admits by `limits` (or what a callable answers, None while they
+    are not known), with a `health` view made of the entries it published itself (one
+    coordinator owning every partition); `store` and `replay_store`: a restart's."""
     d = Driver(store=store, partitions=partitions, replay_store=replay_store)
 
     def view() -> dict[bytes, HealthMessage]:
@@ -56,7 +56,7 @@ def gated(
         monotonic_ms=lambda: d._last_now_ms,
         delivery=delivery(False),
         health=health,
-        source_limits=lambda: limits,
+        source_limits=limits if callable(limits) else lambda: limits,
     )
     d.processor.on_assigned(range(partitions))
     return d
@@ -112,6 +112,42 @@ def test_a_capped_source_never_has_more_in_flight_and_every_window_commits() -> 
     for stream_id in streams:
         done = max(c["downstream_ms"] for c in d.commits() if c["stream_id"] == stream_id)
         assert done >= T0 + 10 * 60 * SECOND_MS, stream_id
+
+
+def test_until_the_limits_are_read_no_window_of_a_source_goes_out_then_the_cap_holds() -> None:
+    """A starting coordinator whose `sources` view is not read yet (the callable answers None)
+    admits no window of a source: read as unlimited, it would have sent all 20 at once past a
+    cap of 3. Once the limits are known the waiting streams are woken and the cap holds; a
+    stream with no source never waited."""
+    known: list[Mapping[str, SourceLimits]] = []
+    d = gated(lambda: known[0] if known else None)
+    now_ms = T0 + 60 * SECOND_MS + 500
+    for n in range(20):
+        d.upsert(f"s-{n}", now_ms, source="S")
+    for n in range(5):
+        d.upsert(f"u-{n}", now_ms, source="U")  # a source with no limits waits for them too
+    d.upsert("free", now_ms)  # no source
+    for _ in range(8):
+        now_ms += 250
+        step(d, now_ms)
+    assert {t["stream_id"] for t in d.tasks()} == {"free"}
+    views = {v["stream_id"]: v for v in d.emitter.values(d.topics.streams) if v}
+    assert views["s-0"]["waiting_since_ms"] is not None  # its view says why it waits
+    known.append({"S": SourceLimits("S", max_in_flight=3)})
+    answered: set[str] = set()
+    most = 0
+    for _ in range(200):
+        now_ms += 250
+        step(d, now_ms)
+        flying = [t for t in in_flight(d, answered) if t["stream_id"].startswith("s-")]
+        most = max(most, len(flying))
+        answer_all(d, answered, now_ms)
+    assert most == 3
+    assert {t["stream_id"] for t in d.tasks()} == {
+        "free",
+        *(f"s-{n}" for n in range(20)),
+        *(f"u-{n}" for n in range(5)),
+    }
 
 
 def test_a_stream_without_a_source_or_limits_is_dispatched_as_before() -> None:

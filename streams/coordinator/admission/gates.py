@@ -29,6 +29,10 @@ The rules are the core's; this module counts and wakes:
   allocated (streams.core.admission.share, the same for every coordinator), and this
   coordinator's share set on its gate. Until a second view agrees a share is 0 (a rise waits for
   two views), so a capped source dispatches nothing for about two publishes after a start.
+- **Limits not known yet.** Until the `sources` view is read (`limits` answers None: a start,
+  streams.coordinator.limits_table), no window of a source is admitted: it waits, as for a
+  full source, and is woken once they are known. Read as unlimited,
+  a starting coordinator would have dispatched past a cap for as long as the read took.
 - **Paced recovery.** When a source leaves outage, and when partitions are rebuilt with windows
   due (a restart with a backlog), the source's gate starts a slow start
   (streams.core.admission.pacing).
@@ -71,15 +75,17 @@ class Admission:
     """Implements streams.core.gate.Gate for the coordinator (see the module's docstring).
 
     `limits`: each source's limits as set (streams.core.admission.limits; a source absent is
-    unlimited); `wake(partition, stream_id, at_ms)`: put a stream on the due index.
+    unlimited; None while not known yet); `wake(partition, stream_id, at_ms)`: put a stream on
+    the due index.
     """
 
     def __init__(
         self,
-        limits: Callable[[], Mapping[str, SourceLimits]],
+        limits: Callable[[], Mapping[str, SourceLimits] | None],
         wake: Callable[[int, str, int], None],
     ) -> None:
         self._limits_of = limits
+        self._limits_known = False  # set by the first `refresh` whose limits are known
         self._wake = wake
         self.gates: dict[str, SourceGate] = {}
         self._shares: dict[str, Shares] = {}
@@ -102,6 +108,8 @@ class Admission:
             return True
         gate = self.gates.get(source) or self._gate(source, now_ms)
         self._now_ms = now_ms
+        if not self._limits_known and not self._known(now_ms):
+            return False  # it waits, woken once they are known
         klass = classify(end_ms, now_ms - config.delay_ms, config.window_ms, lane)
         if lane == "replay":
             return self.admit_replay(state, end_ms, now_ms, now_ms)
@@ -125,6 +133,8 @@ class Admission:
             return True
         gate = self.gates.get(source) or self._gate(source, now_ms)
         self._now_ms = now_ms
+        if not self._limits_known and not self._known(now_ms):
+            return False
         place = (since_ms, end_ms)
         if self._queued(source, REPLAY, place, state.config.stream_id, now_ms):
             return False
@@ -223,6 +233,8 @@ class Admission:
 
     def pump(self, now_ms: int) -> None:
         """Wake the waiters of every source that may admit one now, best first."""
+        if not self._limits_known and not self._known(now_ms):
+            return  # none would be admitted
         queue = self.ledger.queue
         if now_ms >= self._floor_ms:
             self._floor_ms = now_ms + PUMP_FLOOR_MS
@@ -266,7 +278,9 @@ class Admission:
     ) -> None:
         """A new `health` view: each capped source's demand per partition (every partition's
         published entry); sets this coordinator's share of each, and takes new limits."""
-        limits = self._limits_of()
+        if not self._limits_known and not self._known(now_ms):
+            return  # nothing is admitted, no share is taken
+        limits = self._limits_of() or {}
         for source, gate in list(self.gates.items()):
             wanted = limits.get(source) or SourceLimits.unlimited(source)
             if wanted != gate.limits:
@@ -295,8 +309,24 @@ class Admission:
 
     # -- the parts -------------------------------------------------------------------------
 
+    def _known(self, now_ms: int) -> bool:
+        """Whether the limits are known now; at the first time, what waited for them is woken
+        and the gates made before (as unlimited) take them."""
+        limits = self._limits_of()
+        if limits is None:
+            return False
+        self._limits_known = True
+        self.ledger.closed = False
+        for source, gate in list(self.gates.items()):
+            wanted = limits.get(source) or SourceLimits.unlimited(source)
+            if wanted != gate.limits:
+                self._replace(source, gate, wanted, now_ms)
+        for source in self.ledger.queue.sources():
+            self._pump_ms[source] = now_ms
+        return True
+
     def _gate(self, source: str, now_ms: int) -> SourceGate:
-        limits = self._limits_of().get(source) or SourceLimits.unlimited(source)
+        limits = (self._limits_of() or {}).get(source) or SourceLimits.unlimited(source)
         gate = self.gates[source] = self._new_gate(limits, now_ms)
         return gate
 

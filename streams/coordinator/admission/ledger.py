@@ -109,6 +109,9 @@ class Ledger:
         # stream -> partition, source, windows and place of its replays waiting (REPLAY)
         self._replay_waits: dict[str, tuple[int, str, int, tuple[int, int] | None]] = {}
         self.freed: set[str] = set()  # sources whose flights ended since the last `take_freed`
+        # While the limits are not known (streams.coordinator.admission.gates), every gate
+        # denies, so a free one's waits count too.
+        self.closed = True
 
     # -- a decision ------------------------------------------------------------------------
 
@@ -293,6 +296,7 @@ class Ledger:
         gate = self._gate(source)
         if (
             gate.limits.is_unlimited
+            and not self.closed
             and not gate.pacer.active
             and stream_id not in self.waits
             and source not in self.queue.sources()
