@@ -30,9 +30,9 @@ The rules are the core's; this module counts and wakes:
   coordinator's share set on its gate. Until a second view agrees a share is 0 (a rise waits for
   two views), so a capped source dispatches nothing for about two publishes after a start.
 - **Limits not known yet.** Until the `sources` view is read (`limits` answers None: a start,
-  streams.coordinator.limits_table), no window of a source is admitted: it waits, as for a
-  full source, and is woken once they are known. Read as unlimited,
-  a starting coordinator would have dispatched past a cap for as long as the read took.
+  streams.coordinator.limits_table), no window of a source is admitted: it waits, as for a full
+  source, and is woken once they are known. Read as unlimited, a starting coordinator would
+  have dispatched past a cap for as long as the read took.
 - **Paced recovery.** When a source leaves outage, and when partitions are rebuilt with windows
   due (a restart with a backlog), the source's gate starts a slow start
   (streams.core.admission.pacing).
@@ -85,7 +85,7 @@ class Admission:
         wake: Callable[[int, str, int], None],
     ) -> None:
         self._limits_of = limits
-        self._limits_known = False  # set by the first `refresh` whose limits are known
+        self._limits_known = False  # set once `limits` first answers (`_known`)
         self._wake = wake
         self.gates: dict[str, SourceGate] = {}
         self._shares: dict[str, Shares] = {}
