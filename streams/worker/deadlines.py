@@ -29,10 +29,15 @@ class Deadlines:
         self._running = 0  # calls started and not finished (the queue also holds finished ones)
         self._expired: set[asyncio.Task[None]] = set()  # cancelled by their deadline
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the timer
 
     def start(self, task: asyncio.Task[None]) -> None:
         """The current call's task starts; it is cancelled once past the limit."""
         loop = task.get_loop()
+        if loop is not self._loop:  # a first call, or a new loop (the test kit's, after a close)
+            self._loop, self._timer = loop, None
+            self._queue.clear()
+            self._running = 0
         deadline = loop.time() + self.limit_s
         self._queue.append((deadline, task))
         self._running += 1

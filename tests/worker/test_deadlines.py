@@ -57,3 +57,18 @@ def test_finished_calls_do_not_pile_up_under_a_long_limit() -> None:
         return len(deadlines._queue)
 
     assert asyncio.run(main()) <= 2 * 1 + 64 + 1
+
+
+def test_a_second_loop_gets_its_own_timer() -> None:
+    """The test kit makes a new loop after a closed one: the calls on it still expire, though
+    the first loop closed with its timer still set (its call ended before its limit)."""
+    deadlines = Deadlines(0.1)
+    ended: list[str] = []
+
+    async def one(name: str, seconds: float) -> None:
+        task = asyncio.create_task(_call(deadlines, seconds, ended, name))
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(one("first", 0))
+    asyncio.run(one("second", 5))  # a new loop: the first loop's timer is gone with it
+    assert ended == ["first done", "second expired"]
