@@ -33,20 +33,23 @@ def limits_table(
     limits read so far are taken (logged), as the outage guard does with `health`."""
     table = GlobalTable(settings.kafka, settings.topics.sources, decode_source_view)
     wait_s = settings.health_stale_ms / 1000
-    first_asked_s: list[float] = []  # when the limits were first asked for (once)
+    first_asked_s: float | None = None  # when the limits were first asked for
+    said = False  # the fallback's warning, once
 
     def latest() -> dict[str, SourceLimits] | None:
+        nonlocal first_asked_s, said
         if not table.caught_up():
-            if not first_asked_s:
-                first_asked_s.append(clock_s())
-            waited_s = clock_s() - first_asked_s[0]
+            now_s = clock_s()
+            if first_asked_s is None:
+                first_asked_s = now_s
+            waited_s = now_s - first_asked_s
             if waited_s < wait_s:
                 return None
-            if len(first_asked_s) == 1:
-                first_asked_s.append(waited_s)  # said once
+            if not said:
+                said = True
                 log.warning("the sources topic is not read to its end %.0f s after admission first "
-                            "asked for it; admission uses the limits read so "
-                            "far", waited_s)  # fmt: skip
+                            "asked for it; admission uses the limits read so far",
+                            waited_s)  # fmt: skip
         return {limits.source: limits for limits in table.snapshot().values()}
 
     return table, latest

@@ -85,7 +85,6 @@ class Admission:
         wake: Callable[[int, str, int], None],
     ) -> None:
         self._limits_of = limits
-        self._limits_known = False  # set once `limits` first answers (`_known`)
         self._wake = wake
         self.gates: dict[str, SourceGate] = {}
         self._shares: dict[str, Shares] = {}
@@ -108,7 +107,7 @@ class Admission:
             return True
         gate = self.gates.get(source) or self._gate(source, now_ms)
         self._now_ms = now_ms
-        if not self._limits_known and not self._known(now_ms):
+        if self.ledger.closed and not self._known(now_ms):
             return False  # it waits, woken once they are known
         klass = classify(end_ms, now_ms - config.delay_ms, config.window_ms, lane)
         if lane == "replay":
@@ -133,7 +132,7 @@ class Admission:
             return True
         gate = self.gates.get(source) or self._gate(source, now_ms)
         self._now_ms = now_ms
-        if not self._limits_known and not self._known(now_ms):
+        if self.ledger.closed and not self._known(now_ms):
             return False
         place = (since_ms, end_ms)
         if self._queued(source, REPLAY, place, state.config.stream_id, now_ms):
@@ -233,7 +232,7 @@ class Admission:
 
     def pump(self, now_ms: int) -> None:
         """Wake the waiters of every source that may admit one now, best first."""
-        if not self._limits_known and not self._known(now_ms):
+        if self.ledger.closed and not self._known(now_ms):
             return  # none would be admitted
         queue = self.ledger.queue
         if now_ms >= self._floor_ms:
@@ -278,13 +277,9 @@ class Admission:
     ) -> None:
         """A new `health` view: each capped source's demand per partition (every partition's
         published entry); sets this coordinator's share of each, and takes new limits."""
-        if not self._limits_known and not self._known(now_ms):
+        if self.ledger.closed and not self._known(now_ms):
             return  # nothing is admitted, no share is taken
-        limits = self._limits_of() or {}
-        for source, gate in list(self.gates.items()):
-            wanted = limits.get(source) or SourceLimits.unlimited(source)
-            if wanted != gate.limits:
-                self._replace(source, gate, wanted, now_ms)
+        self._take(self._limits_of() or {}, now_ms)
         for source, gate in self.gates.items():
             cap = gate.limits.max_in_flight
             if cap is None:
@@ -315,15 +310,18 @@ class Admission:
         limits = self._limits_of()
         if limits is None:
             return False
-        self._limits_known = True
         self.ledger.closed = False
+        self._take(limits, now_ms)
+        for source in self.ledger.queue.sources():
+            self._pump_ms[source] = now_ms
+        return True
+
+    def _take(self, limits: Mapping[str, SourceLimits], now_ms: int) -> None:
+        """Each gate takes its source's limits as they are now (a new gate if they changed)."""
         for source, gate in list(self.gates.items()):
             wanted = limits.get(source) or SourceLimits.unlimited(source)
             if wanted != gate.limits:
                 self._replace(source, gate, wanted, now_ms)
-        for source in self.ledger.queue.sources():
-            self._pump_ms[source] = now_ms
-        return True
 
     def _gate(self, source: str, now_ms: int) -> SourceGate:
         limits = (self._limits_of() or {}).get(source) or SourceLimits.unlimited(source)

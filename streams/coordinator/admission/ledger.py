@@ -109,8 +109,8 @@ class Ledger:
         # stream -> partition, source, windows and place of its replays waiting (REPLAY)
         self._replay_waits: dict[str, tuple[int, str, int, tuple[int, int] | None]] = {}
         self.freed: set[str] = set()  # sources whose flights ended since the last `take_freed`
-        # While the limits are not known (streams.coordinator.admission.gates), every gate
-        # denies, so a free one's waits count too.
+        # Until the limits are known (set by Admission: streams.coordinator.admission.gates),
+        # every gate denies, so a free one's waits count too.
         self.closed = True
 
     # -- a decision ------------------------------------------------------------------------
